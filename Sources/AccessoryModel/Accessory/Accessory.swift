@@ -1,0 +1,53 @@
+/// What the bridge knows about one accessory: `AccessoryControlDevice.current(for:)` plus its pairing, hub and
+/// health. A value; ``AccessoryStateMachine`` is the only thing that changes it.
+public struct Accessory: Hashable, Sendable {
+    public let id: AccessoryID
+    /// The hub the accessory is paired with.
+    public internal(set) var hub: HubID
+    public internal(set) var registration: Registration
+    public internal(set) var name: String
+    public internal(set) var model: String
+    /// What the hardware can do, as pairing reported it.
+    public internal(set) var hardwareCapabilities: Capabilities
+    /// The registered configuration (`.empty` until registered, and again once unpaired).
+    public internal(set) var configuration: Configuration
+    /// The sequence of the last telemetry applied (0: none carried a sequence).
+    public internal(set) var lastSequence: UInt64
+    /// When the state last changed.
+    public internal(set) var updatedAt: Timestamp
+    /// When the accessory last registered; diagnostics are judged from here.
+    public internal(set) var registeredAt: Timestamp?
+    /// The hub is offline: the state may be out of date and the accessory takes no part in routing.
+    public internal(set) var isStale: Bool
+    /// Warnings about common integration mistakes, in a stable order.
+    public internal(set) var diagnostics: [Diagnostic]
+
+    /// Creates an accessory in any state, for restoring a state published earlier.
+    public init(
+        id: AccessoryID,
+        hub: HubID,
+        registration: Registration,
+        name: String = "",
+        model: String = "",
+        hardwareCapabilities: Capabilities,
+        configuration: Configuration = .empty,
+        lastSequence: UInt64 = 0,
+        updatedAt: Timestamp,
+        registeredAt: Timestamp? = nil,
+        isStale: Bool = false,
+        diagnostics: [Diagnostic] = []
+    ) {
+        self.id = id
+        self.hub = hub
+        self.registration = registration
+        self.name = name
+        self.model = model
+        self.hardwareCapabilities = hardwareCapabilities
+        self.configuration = configuration
+        self.lastSequence = lastSequence
+        self.updatedAt = updatedAt
+        self.registeredAt = registeredAt
+        self.isStale = isStale
+        self.diagnostics = diagnostics
+    }
+}

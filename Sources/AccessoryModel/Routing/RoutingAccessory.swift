@@ -1,0 +1,45 @@
+/// What the routing engine needs to know of an accessory: a snapshot taken after each change.
+public struct RoutingAccessory: Hashable, Sendable {
+    public var id: AccessoryID
+    public var registration: Registration
+    public var capabilities: Capabilities
+    public var placement: Placement?
+    /// The sources the accessory is connected to, primary first (its candidate sources).
+    public var sources: [BluetoothAddress]
+    public var isStale: Bool
+
+    public init(
+        id: AccessoryID, registration: Registration, capabilities: Capabilities, placement: Placement? = nil,
+        sources: [BluetoothAddress] = [], isStale: Bool = false
+    ) {
+        self.id = id
+        self.registration = registration
+        self.capabilities = capabilities
+        self.placement = placement
+        self.sources = sources
+        self.isStale = isStale
+    }
+
+    /// The routing view of an accessory's state.
+    public init(_ accessory: Accessory) {
+        self.init(
+            id: accessory.id,
+            registration: accessory.registration,
+            capabilities: accessory.configuration.deviceCapabilities,
+            placement: accessory.configuration.devicePlacement,
+            sources: accessory.configuration.audioSources,
+            isStale: accessory.isStale)
+    }
+
+    /// Rule 1: only registered accessories with `.audioSwitching`, not stale, take part.
+    public var takesPart: Bool {
+        registration == .registered && capabilities.contains(.audioSwitching) && !isStale
+    }
+
+    /// Rule 2: worn when in ear, on head or over the ear; without `.placement`, worn while it has a source.
+    /// Only an accessory that takes part counts as worn.
+    public var isWorn: Bool {
+        guard takesPart else { return false }
+        return capabilities.contains(.placement) ? placement?.isWorn == true : !sources.isEmpty
+    }
+}

@@ -1,0 +1,18 @@
+/// What one routing transition produced.
+public struct RoutingOutput: Hashable, Sendable {
+    /// The commands to publish, in order.
+    public var commands: [SwitchCommand] = []
+    /// The accessories whose routed source changed; ``RoutingEngine/routedSource(for:)`` tells the new one.
+    public var rerouted: Set<AccessoryID> = []
+    /// When ``RoutingEngine/tick(at:)`` next has something to do, if ever.
+    public var nextDeadline: Timestamp?
+
+    public init(
+        commands: [SwitchCommand] = [], rerouted: Set<AccessoryID> = [],
+        nextDeadline: Timestamp? = nil
+    ) {
+        self.commands = commands
+        self.rerouted = rerouted
+        self.nextDeadline = nextDeadline
+    }
+}

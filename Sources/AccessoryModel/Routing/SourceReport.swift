@@ -1,0 +1,15 @@
+/// What a playing device reported about itself (`SourceState`).
+public struct SourceReport: Hashable, Sendable {
+    /// Increasing per source; 0 means unsequenced (always applied).
+    public var sequence: UInt64
+    /// What it is doing; `nil` when the report does not say (the activity stays as it was).
+    public var activity: Activity?
+    /// The accessory it says it is routed to; `nil` when it does not say.
+    public var routedAccessory: AccessoryID?
+
+    public init(sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil) {
+        self.sequence = sequence
+        self.activity = activity
+        self.routedAccessory = routedAccessory
+    }
+}

@@ -1,0 +1,400 @@
+import AccessoryModel
+import Testing
+
+/// The routing rules, each as a chain of events and the commands it must produce.
+@Suite struct RoutingEngineTests {
+    typealias F = Fixture
+    typealias I = RoutingHarness.Issued
+    let phone = Fixture.phone
+    let laptop = Fixture.laptop
+    let tv = Fixture.tv
+    let headphones = Fixture.headphones
+    let earbuds = Fixture.earbuds
+
+    // MARK: Rule 1: only registered accessories with .audioSwitching, not stale, take part
+
+    @Test(arguments: [Registration.paired, .invalidated, .unpaired])
+    func accessoriesThatAreNotRegisteredNeverRoute(_ registration: Registration) {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.change(
+            RoutingAccessory(
+                id: headphones, registration: registration, capabilities: .all, placement: .onHead, sources: [phone]))
+        #expect(h.last.commands.isEmpty)
+        #expect(h.engine.routedSource(for: headphones) == nil)
+    }
+
+    @Test func accessoriesWithoutAudioSwitchingNeverRoute() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        #expect(h.register(headphones, capabilities: .placement, placement: .onHead, sources: [phone]) == [])
+        #expect(h.source(laptop, .call) == [])
+        #expect(h.engine.routes.isEmpty)
+    }
+
+    @Test func aStaleAccessoryReleasesItsSourceAndTakesNoPart() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        #expect(h.register(headphones, placement: .onHead, sources: [phone]) == [.route(phone, headphones, .putOn)])
+        #expect(h.stale(headphones, true) == [.release(phone, headphones, .accessoryIneligible)])
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.source(laptop, .media) == [], "a stale accessory takes no part")
+        // Fresh again and still worn: it is put on again.
+        #expect(h.stale(headphones, false) == [.route(phone, headphones, .putOn)])
+    }
+
+    @Test func droppingAudioSwitchingReleasesTheSource() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .inEar, sources: [phone])
+        #expect(h.capabilities(headphones, .placement) == [.release(phone, headphones, .accessoryIneligible)])
+    }
+
+    // MARK: Rule 2: worn means in ear, on head or over the ear; without .placement, while it has a source
+
+    @Test(arguments: [(Placement.inEar, true), (.onHead, true), (.overTheEar, true), (.offHead, false)])
+    func wornPlacements(_ placement: Placement, _ worn: Bool) {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        let issued = h.register(headphones, placement: placement, sources: [phone])
+        #expect(issued == (worn ? [.route(phone, headphones, .putOn)] : []))
+        #expect(RoutingAccessory(id: headphones, registration: .registered, capabilities: .all, placement: placement,
+            sources: [phone]).isWorn == worn)
+    }
+
+    @Test func withPlacementButNoneReportedItIsNotWorn() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        #expect(h.register(headphones, placement: nil, sources: [phone]) == [])
+    }
+
+    @Test func withoutPlacementItIsWornWhileItHasASource() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        #expect(h.register(earbuds, capabilities: .audioSwitching) == [])
+        #expect(h.connect(earbuds, [phone]) == [.route(phone, earbuds, .putOn)])
+        #expect(h.connect(earbuds, []) == [.pause(phone, earbuds, .sourceDisconnected)])
+        #expect(h.engine.routes.isEmpty)
+    }
+
+    // MARK: Rule 3: a source routes to at most one accessory, an accessory from at most one source
+
+    @Test func puttingOnASecondAccessoryMovesTheSource() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.advance(.seconds(1))
+        #expect(h.register(earbuds, placement: .inEar, sources: [phone]) == [.route(phone, earbuds, .putOn)])
+        #expect(h.last.rerouted == [earbuds, headphones])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.engine.routes == [phone: earbuds])
+    }
+
+    // MARK: Rule 4: put on
+
+    @Test func puttingOnRoutesTheActiveCandidate() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .offHead, sources: [phone, laptop])
+        h.source(laptop, .media)
+        #expect(h.place(headphones, .onHead) == [.route(laptop, headphones, .putOn)])
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.routedSource(for: headphones) == laptop)
+    }
+
+    @Test func aCallComesBeforeMedia() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .offHead, sources: [phone, laptop])
+        h.source(phone, .call)
+        h.advance(.seconds(1))
+        h.source(laptop, .media)
+        #expect(h.place(headphones, .inEar) == [.route(phone, headphones, .putOn)])
+    }
+
+    @Test func thenTheMostRecentlyActive() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .offHead, sources: [phone, laptop])
+        h.source(laptop, .media)
+        h.advance(.seconds(1))
+        h.source(phone, .media)
+        #expect(h.place(headphones, .overTheEar) == [.route(phone, headphones, .putOn)])
+    }
+
+    @Test func nothingIsRoutedWhenNoCandidateIsActive() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .offHead, sources: [phone, laptop])
+        h.source(phone, .idle)
+        h.source(tv, .media)  // active, but not a candidate
+        #expect(h.place(headphones, .onHead) == [])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+    }
+
+    @Test func puttingBackOnWithinTheWindowRoutesAndResumes() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        h.advance(.seconds(15))
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+    }
+
+    @Test func aPausedSourceIsResumedEvenAfterItReportsIdle() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.place(headphones, .offHead)
+        h.source(phone, .idle)  // the device obeyed the PAUSE
+        h.advance(.seconds(3))
+        #expect(h.place(headphones, .inEar) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+        // The memory is spent: off and on again, the idle phone is neither routed nor resumed.
+        h.place(headphones, .offHead)
+        #expect(h.place(headphones, .inEar) == [])
+    }
+
+    @Test func afterTheWindowItIsOnlyRoutedIfStillActive() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.place(headphones, .offHead)
+        h.advance(.milliseconds(15_001))
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+
+        var idle = RoutingHarness()
+        idle.source(phone, .media)
+        idle.register(headphones, placement: .onHead, sources: [phone])
+        idle.place(headphones, .offHead)
+        idle.source(phone, .idle)
+        idle.advance(.seconds(16))
+        #expect(idle.place(headphones, .onHead) == [])
+    }
+
+    @Test func theResumeWindowIsAPolicy() {
+        var h = RoutingHarness(resumeWindow: .seconds(2))
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.place(headphones, .offHead)
+        h.advance(.seconds(3))
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+    }
+
+    @Test func onlyTheAccessoryItWasTakenOffResumesIt() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.register(earbuds, placement: .offHead, sources: [phone])
+        h.place(headphones, .offHead)
+        h.source(phone, .idle)
+        #expect(h.place(earbuds, .inEar) == [], "the earbuds did not pause it")
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+    }
+
+    @Test func playingAgainOnItsOwnForgetsThePause() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.place(headphones, .offHead)
+        h.source(phone, .idle)
+        h.source(phone, .media)  // the person pressed play on the phone
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+    }
+
+    // MARK: Rule 5: taken off
+
+    @Test func takingOffPausesAtOnce() {
+        var h = RoutingHarness()
+        h.source(phone, .call)
+        h.register(headphones, placement: .inEar, sources: [phone])
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.last.nextDeadline == h.now + .seconds(15))
+        #expect(h.place(headphones, nil) == [], "nothing left to pause")
+    }
+
+    @Test func theMemoryOfAPauseExpiresOnTick() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .inEar, sources: [phone])
+        h.place(headphones, .offHead)
+        h.source(phone, .idle)
+        #expect(h.engine.nextDeadline == h.now + .seconds(15))
+        h.advance(.seconds(14))
+        h.tick()
+        #expect(h.engine.nextDeadline == h.now + .seconds(1), "not yet due")
+        h.advance(.seconds(1))
+        #expect(h.tick() == [])
+        #expect(h.last.nextDeadline == nil)
+        #expect(h.engine.nextDeadline == nil)
+    }
+
+    // MARK: Rule 6: a candidate source becomes active
+
+    @Test func anActiveSourceIsRoutedToTheMostRecentlyWornCandidate() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.advance(.seconds(1))
+        h.register(earbuds, placement: .inEar, sources: [phone, laptop])
+        #expect(h.source(phone, .media) == [.route(phone, earbuds, .sourceActivated)])
+        #expect(h.source(laptop, .media) == [
+            .pause(phone, earbuds, .sourceActivated), .route(laptop, earbuds, .sourceActivated),
+        ])
+    }
+
+    @Test func noWornCandidateNoRoute() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .offHead, sources: [phone])
+        #expect(h.source(phone, .media) == [])
+    }
+
+    @Test func mediaNeverTakesAnAccessoryFromACall() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        #expect(h.source(laptop, .call) == [.route(laptop, headphones, .sourceActivated)])
+        #expect(h.source(phone, .media) == [])
+        #expect(h.engine.routes == [laptop: headphones])
+    }
+
+    @Test func aCallTakesItFromMedia() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        h.source(laptop, .media)
+        #expect(h.source(phone, .call) == [
+            .pause(laptop, headphones, .sourceActivated), .route(phone, headphones, .sourceActivated),
+        ])
+    }
+
+    @Test func mediaBecomingACallStaysWhereItIs() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.source(phone, .media)
+        #expect(h.source(phone, .call) == [])
+        #expect(h.source(phone, .idle) == [], "going idle keeps the route")
+        #expect(h.engine.routes == [phone: headphones])
+    }
+
+    @Test func anIdleSourceBeingDisplacedIsPaused() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        h.source(phone, .media)
+        h.source(phone, .idle)
+        #expect(h.source(laptop, .media) == [
+            .pause(phone, headphones, .sourceActivated), .route(laptop, headphones, .sourceActivated),
+        ])
+    }
+
+    @Test func aNewActiveCandidateOfAWornFreeAccessoryIsRouted() {
+        var h = RoutingHarness()
+        h.source(laptop, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        #expect(h.connect(headphones, [phone, laptop]) == [.route(laptop, headphones, .sourceActivated)])
+    }
+
+    // MARK: Rule 7: a routed source disappears from the identifiers
+
+    @Test func aDisconnectedSourceIsPausedAndTheOtherActiveCandidateRouted() {
+        var h = RoutingHarness()
+        h.source(laptop, .media)
+        h.advance(.seconds(1))
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        #expect(h.engine.routedSource(for: headphones) == phone)
+        #expect(h.connect(headphones, [laptop]) == [
+            .pause(phone, headphones, .sourceDisconnected), .route(laptop, headphones, .sourceDisconnected),
+        ])
+    }
+
+    @Test func anIdleOtherCandidateIsNotRouted() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        #expect(h.connect(headphones, [laptop]) == [.pause(phone, headphones, .sourceDisconnected)])
+    }
+
+    // MARK: Rule 8: unpair, re-pair or invalidation while routed
+
+    @Test(arguments: [Registration.unpaired, .invalidated, .paired])
+    func theEndOfARegistrationReleasesTheSource(_ registration: Registration) {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        #expect(h.registration(headphones, registration) == [.release(phone, headphones, .registrationEnded)])
+        #expect(h.engine.routes.isEmpty)
+    }
+
+    // MARK: Rule 9: no command repeats what is in force
+
+    @Test func nothingRepeatsWhileNothingChanges() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        #expect(h.place(headphones, .inEar) == [], "still worn")
+        #expect(h.source(phone, .media) == [])
+        #expect(h.connect(headphones, [phone, laptop]) == [])
+    }
+
+    @Test func aDeviceThatAlreadyHasTheRouteGetsNoRoute() {
+        var h = RoutingHarness()
+        h.source(phone, .media, routedTo: headphones)
+        #expect(h.register(headphones, placement: .onHead, sources: [phone]) == [])
+        #expect(h.engine.routes == [phone: headphones], "the route is the engine's too")
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+    }
+
+    @Test func aDeviceRoutedElsewhereIsNotPausedOffThisAccessory() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.source(phone, .media, routedTo: earbuds)  // the person moved the audio by hand
+        #expect(h.place(headphones, .offHead) == [])
+        #expect(h.engine.routes.isEmpty)
+    }
+
+    @Test func aReportedRouteIsAdoptedWhenPossible() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.source(phone, .idle, routedTo: headphones)
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.routes == [phone: headphones])
+        #expect(h.source(phone, .media) == [], "already routed")
+    }
+
+    @Test func oldSourceReportsChangeNothing() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.source(phone, .idle, sequence: 5)
+        #expect(h.source(phone, .media, sequence: 5) == [], "a repeat")
+        #expect(h.source(phone, .media, sequence: 4) == [], "older")
+        #expect(h.engine.activity(of: phone) == .idle)
+        #expect(h.source(phone, .media, sequence: 6) == [.route(phone, headphones, .sourceActivated)])
+        #expect(h.source(phone, .idle, sequence: 0) == [], "unsequenced is always applied")
+        #expect(h.engine.activity(of: phone) == .idle)
+    }
+
+    @Test func aReportWithoutActivityKeepsTheActivity() {
+        var h = RoutingHarness()
+        h.source(phone, .call)
+        h.source(phone, nil)
+        #expect(h.engine.activity(of: phone) == .call)
+    }
+
+    // MARK: Rule 10: unique ids, per-source increasing sequences, the reason of the rule
+
+    @Test func commandsAreNumberedPerSource() throws {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.source(laptop, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        h.register(earbuds, placement: .onHead, sources: [laptop])
+        h.place(headphones, .offHead)
+        h.place(headphones, .onHead)
+        let phoneCommands = h.log.filter { $0.source == phone }
+        #expect(phoneCommands.map(\.sequence) == [1, 2, 3, 4])
+        #expect(phoneCommands.map(\.action) == [.routeToAccessory, .pause, .routeToAccessory, .resume])
+        #expect(h.log.filter { $0.source == laptop }.map(\.sequence) == [1])
+        #expect(Set(h.log.map(\.id)).count == h.log.count)
+        let first = try #require(phoneCommands.first)
+        #expect(first.id == "test-123456789abc-1")
+        #expect(first.issuedAt == Fixture.start)
+        #expect(first.description == "ROUTE_TO_ACCESSORY 12:34:56:78:9A:BC to headphones (PUT_ON)")
+    }
+}

@@ -1,0 +1,118 @@
+import AccessoryModel
+
+/// Drives a ``RoutingEngine`` the way the bridge does: keeps each accessory's routing view, applies one change at a
+/// time at a test-controlled time, and returns the commands as compact, comparable values.
+struct RoutingHarness {
+    /// A command without its id, sequence and time: what a rule test compares.
+    struct Issued: Hashable, CustomStringConvertible {
+        var action: SwitchCommand.Action
+        var source: BluetoothAddress
+        var accessory: AccessoryID
+        var reason: SwitchCommand.Reason
+
+        static func route(_ source: BluetoothAddress, _ accessory: AccessoryID, _ reason: SwitchCommand.Reason) -> Self {
+            Issued(action: .routeToAccessory, source: source, accessory: accessory, reason: reason)
+        }
+        static func pause(_ source: BluetoothAddress, _ accessory: AccessoryID, _ reason: SwitchCommand.Reason) -> Self {
+            Issued(action: .pause, source: source, accessory: accessory, reason: reason)
+        }
+        static func resume(_ source: BluetoothAddress, _ accessory: AccessoryID, _ reason: SwitchCommand.Reason) -> Self {
+            Issued(action: .resume, source: source, accessory: accessory, reason: reason)
+        }
+        static func release(_ source: BluetoothAddress, _ accessory: AccessoryID, _ reason: SwitchCommand.Reason) -> Self {
+            Issued(action: .release, source: source, accessory: accessory, reason: reason)
+        }
+
+        var description: String { "\(action) \(source) \(accessory) \(reason)" }
+    }
+
+    var engine: RoutingEngine
+    var views: [AccessoryID: RoutingAccessory] = [:]
+    var now = Fixture.start
+    /// Every command issued so far, in order.
+    var log: [SwitchCommand] = []
+    /// The output of the last transition.
+    var last = RoutingOutput()
+
+    init(resumeWindow: Duration = .seconds(15)) {
+        engine = RoutingEngine(policy: .init(resumeWindow: resumeWindow), instanceID: "test")
+    }
+
+    mutating func advance(_ duration: Duration) {
+        now = now + duration
+    }
+
+    /// A registered accessory (by default with `.audioSwitching` and `.placement`).
+    @discardableResult
+    mutating func register(
+        _ id: AccessoryID, capabilities: Capabilities = .all, placement: Placement? = nil,
+        sources: [BluetoothAddress] = []
+    ) -> [Issued] {
+        change(
+            RoutingAccessory(
+                id: id, registration: .registered, capabilities: capabilities, placement: placement, sources: sources))
+    }
+
+    @discardableResult
+    mutating func place(_ id: AccessoryID, _ placement: Placement?) -> [Issued] {
+        var view = views[id]!
+        view.placement = placement
+        return change(view)
+    }
+
+    @discardableResult
+    mutating func connect(_ id: AccessoryID, _ sources: [BluetoothAddress]) -> [Issued] {
+        var view = views[id]!
+        view.sources = sources
+        return change(view)
+    }
+
+    @discardableResult
+    mutating func registration(_ id: AccessoryID, _ registration: Registration) -> [Issued] {
+        var view = views[id]!
+        view.registration = registration
+        return change(view)
+    }
+
+    @discardableResult
+    mutating func stale(_ id: AccessoryID, _ isStale: Bool) -> [Issued] {
+        var view = views[id]!
+        view.isStale = isStale
+        return change(view)
+    }
+
+    @discardableResult
+    mutating func capabilities(_ id: AccessoryID, _ capabilities: Capabilities) -> [Issued] {
+        var view = views[id]!
+        view.capabilities = capabilities
+        return change(view)
+    }
+
+    @discardableResult
+    mutating func change(_ view: RoutingAccessory) -> [Issued] {
+        views[view.id] = view
+        return record(engine.accessoryChanged(view, at: now))
+    }
+
+    @discardableResult
+    mutating func source(
+        _ source: BluetoothAddress, _ activity: Activity?, sequence: UInt64 = 0, routedTo: AccessoryID? = nil
+    ) -> [Issued] {
+        record(
+            engine.sourceReported(
+                SourceReport(sequence: sequence, activity: activity, routedAccessory: routedTo), from: source, at: now))
+    }
+
+    @discardableResult
+    mutating func tick() -> [Issued] {
+        record(engine.tick(at: now))
+    }
+
+    private mutating func record(_ output: RoutingOutput) -> [Issued] {
+        last = output
+        log += output.commands
+        return output.commands.map {
+            Issued(action: $0.action, source: $0.source, accessory: $0.accessoryID, reason: $0.reason)
+        }
+    }
+}

@@ -1,0 +1,206 @@
+import AccessoryModel
+import Testing
+
+/// Random sequences of events (seeded, so a failure replays) with the routing invariants checked after every event.
+@Suite struct RoutingInvariantTests {
+    /// SplitMix64: small, fast, and the same sequence on every platform.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    enum Event: CustomStringConvertible {
+        case accessory(before: RoutingAccessory?, after: RoutingAccessory, routedBefore: BluetoothAddress?)
+        case source(BluetoothAddress, SourceReport)
+        case tick
+
+        var description: String {
+            switch self {
+            case .accessory(_, let after, _):
+                "accessory \(after.id) \(after.registration) \(after.capabilities) \(after.placement.map(\.description) ?? "nil") "
+                    + "sources \(after.sources) stale \(after.isStale)"
+            case .source(let source, let report):
+                "source \(source) \(report.activity.map(\.description) ?? "nil") seq \(report.sequence) "
+                    + "routed \(report.routedAccessory?.rawValue ?? "-")"
+            case .tick: "tick"
+            }
+        }
+    }
+
+    static let accessoryIDs = (0..<4).map { AccessoryID("acc-\($0)")! }
+    static let sourceAddresses = (0..<4).map { BluetoothAddress(rawValue: 0xA0_0000_0000 + UInt64($0))! }
+
+    @Test(arguments: 0..<24)
+    func invariantsHoldAfterEveryEvent(seed: Int) {
+        var random = SeededGenerator(state: UInt64(seed) &* 0x2545_F491_4F6C_DD1D)
+        var h = RoutingHarness(resumeWindow: .seconds(15))
+        var inForce: [BluetoothAddress: AccessoryID] = [:]  // what each simulated device has
+        var lastSequence: [BluetoothAddress: UInt64] = [:]  // of commands, per source
+        var reportSequence: [BluetoothAddress: UInt64] = [:]
+        var commandIDs = Set<String>()
+
+        for id in Self.accessoryIDs {
+            h.register(id, capabilities: [.all, .audioSwitching].randomElement(using: &random)!, placement: .offHead)
+        }
+
+        for step in 0..<1500 {
+            let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
+            switch event {
+            case .accessory(_, let after, _): h.change(after)
+            case .source(let source, let report):
+                if let routed = report.routedAccessory { inForce[source] = routed }
+                h.source(source, report.activity, sequence: report.sequence, routedTo: report.routedAccessory)
+            case .tick:
+                h.advance(.milliseconds(Int64.random(in: 0...20_000, using: &random)))
+                h.tick()
+            }
+            let context = Comment(rawValue: "seed \(seed) step \(step): \(event)\ncommands: \(h.last.commands)")
+            Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence,
+                commandIDs: &commandIDs, context)
+        }
+    }
+
+    static func randomEvent(
+        h: RoutingHarness, inForce: [BluetoothAddress: AccessoryID], reportSequence: inout [BluetoothAddress: UInt64],
+        using random: inout SeededGenerator
+    ) -> Event {
+        let roll = Int.random(in: 0..<100, using: &random)
+        if roll < 8 { return .tick }
+        if roll < 45 {
+            let source = sourceAddresses.randomElement(using: &random)!
+            let activity: Activity? = [nil, .idle, .idle, .media, .media, .call].randomElement(using: &random)!
+            var routed: AccessoryID? = nil
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<3: routed = inForce[source]  // a truthful device repeats what it has
+            case 3: routed = accessoryIDs.randomElement(using: &random)  // routed by hand
+            default: break
+            }
+            var sequence: UInt64 = 0
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: sequence = 0
+            case 1:
+                // A repeat of the last sequenced report: ignored, so it must not move the simulated device either.
+                sequence = reportSequence[source, default: 0]
+                if sequence != 0 { routed = nil }
+            default:
+                sequence = reportSequence[source, default: 0] + 1
+                reportSequence[source] = sequence
+            }
+            return .source(source, SourceReport(sequence: sequence, activity: activity, routedAccessory: routed))
+        }
+        let id = accessoryIDs.randomElement(using: &random)!
+        let before = h.views[id]!
+        var after = before
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<40:
+            after.placement = [nil, .inEar, .onHead, .overTheEar, .offHead, .offHead].randomElement(using: &random)!
+        case 40..<70:
+            let count = Int.random(in: 0...2, using: &random)
+            after.sources = Array(sourceAddresses.shuffled(using: &random).prefix(count))
+        case 70..<80:
+            after.registration = [.registered, .registered, .registered, .paired, .invalidated, .unpaired]
+                .randomElement(using: &random)!
+        case 80..<90:
+            after.isStale.toggle()
+        default:
+            after.capabilities = [.all, .all, .audioSwitching, .placement].randomElement(using: &random)!
+        }
+        return .accessory(before: before, after: after, routedBefore: h.engine.routedSource(for: id))
+    }
+
+    static func checkInvariants(
+        _ h: RoutingHarness, after event: Event, inForce: inout [BluetoothAddress: AccessoryID],
+        lastSequence: inout [BluetoothAddress: UInt64], commandIDs: inout Set<String>, _ context: Comment
+    ) {
+        // Rule 3: a source routes to at most one accessory; an accessory from at most one source.
+        let routes = h.engine.routes
+        #expect(Set(routes.values).count == routes.count, context)
+        for id in accessoryIDs {
+            #expect(h.engine.routedSource(for: id) == routes.first { $0.value == id }?.key, context)
+        }
+        // Never routed to an accessory that is not worn, or that does not list the source.
+        for (source, id) in routes {
+            let view = h.views[id]
+            #expect(view?.isWorn == true, context)
+            #expect(view?.sources.contains(source) == true, context)
+        }
+
+        let commands = h.last.commands
+        for (index, command) in commands.enumerated() {
+            // Rule 10: unique ids, increasing per-source sequences.
+            #expect(commandIDs.insert(command.id).inserted, context)
+            #expect(command.sequence > lastSequence[command.source, default: 0], context)
+            lastSequence[command.source] = command.sequence
+            #expect(command.issuedAt == h.now, context)
+
+            // Rule 9: nothing repeats what the device has; pauses and releases only off the accessory it has.
+            switch command.action {
+            case .routeToAccessory:
+                #expect(inForce[command.source] != command.accessoryID, context)
+                #expect(h.views[command.accessoryID]?.isWorn == true, "routes go to worn accessories; \(context)")
+                inForce[command.source] = command.accessoryID
+            case .pause, .release:
+                #expect(inForce[command.source] == command.accessoryID, context)
+                inForce[command.source] = nil
+            case .resume:
+                let previous = index > 0 ? commands[index - 1] : nil
+                #expect(previous?.action == .routeToAccessory && previous?.source == command.source
+                    && previous?.accessoryID == command.accessoryID, "RESUME follows its ROUTE; \(context)")
+            }
+
+            // Every command's reason matches its rule.
+            let engine = h.engine
+            #expect(reasonMatchesRule(command, at: index, of: commands, after: event, activity: engine.activity(of:)),
+                context)
+        }
+    }
+
+    /// Whether `command` is one the rule named by its reason can issue for `event`.
+    static func reasonMatchesRule(
+        _ command: SwitchCommand, at index: Int, of commands: [SwitchCommand], after event: Event,
+        activity: (BluetoothAddress) -> Activity
+    ) -> Bool {
+        switch event {
+        case .tick:
+            return false  // time alone never issues commands
+        case .source(let source, _):
+            // Rule 6 only. A call never loses its accessory to media.
+            guard command.reason == .sourceActivated else { return false }
+            switch command.action {
+            case .routeToAccessory: return command.source == source
+            case .pause:
+                let displacedIsCall = activity(command.source) == .call
+                return command.source != source && (!displacedIsCall || activity(source) == .call)
+            case .resume, .release: return false
+            }
+        case .accessory(let before, let after, let routedBefore):
+            guard command.accessoryID == after.id else { return false }
+            let wasWorn = before?.isWorn ?? false
+            let listed = after.sources.contains(command.source)
+            let routedWasDisconnected = routedBefore.map { !after.sources.contains($0) } ?? false
+            switch (command.action, command.reason) {
+            case (.release, .registrationEnded):
+                return command.source == routedBefore && after.registration != .registered
+            case (.release, .accessoryIneligible):
+                return command.source == routedBefore && after.registration == .registered && !after.takesPart
+            case (.pause, .takenOff):
+                return command.source == routedBefore && wasWorn && !after.isWorn && after.takesPart && listed
+            case (.pause, .sourceDisconnected):
+                return command.source == routedBefore && after.takesPart && !listed
+            case (.routeToAccessory, .sourceDisconnected):
+                return routedWasDisconnected && after.isWorn && listed && activity(command.source).isActive
+            case (.routeToAccessory, .putOn), (.resume, .putOn): return !wasWorn && after.isWorn && listed
+            case (.routeToAccessory, .sourceActivated):
+                return wasWorn && after.isWorn && listed && !(before?.sources.contains(command.source) ?? false)
+                    && activity(command.source).isActive
+            default: return false
+            }
+        }
+    }
+}

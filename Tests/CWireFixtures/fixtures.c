@@ -1,0 +1,2 @@
+#include "CWireFixtures.h"
+int cwf_placeholder(void) { return 0; }

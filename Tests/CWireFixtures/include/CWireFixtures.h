@@ -1,0 +1,1 @@
+int cwf_placeholder(void);
