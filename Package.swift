@@ -47,12 +47,14 @@ let package = Package(
             path: "Benchmarks/PipelineBenchmark"
         ),
 
-        .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel"]),
+        .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
         .testTarget(
             name: "AccessoryWireTests",
-            dependencies: ["AccessoryWire", "CWireFixtures"],
+            dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],
             exclude: ["Vectors"]
         ),
+        // What several test targets share (a seeded random number generator).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         // C helpers for the cross-language tests: builds each message with protobuf-c, and renders
         // protobuf-c's decoding as canonical JSON.
         .target(name: "CWireFixtures", dependencies: ["CAccessoryWire"], path: "Tests/CWireFixtures"),

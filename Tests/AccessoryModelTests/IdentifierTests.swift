@@ -59,3 +59,36 @@ import Testing
         #expect(Capabilities(rawValue: 0b101).description == "[.audioSwitching, rawValue: 4]")
     }
 }
+
+@Suite struct SourcePairTests {
+    let phone = Fixture.phone
+    let laptop = Fixture.laptop
+
+    @Test func holdsUpToTwoSourcesInOrder() {
+        #expect(Array(SourcePair([])) == [])
+        #expect(Array(SourcePair([phone])) == [phone])
+        #expect(Array(SourcePair([phone, laptop])) == [phone, laptop])
+        #expect(Array(SourcePair([phone, laptop, Fixture.tv])) == [phone, laptop], "the first two")
+        let pair: SourcePair = [laptop, phone]
+        #expect(pair.primary == laptop && pair.secondary == phone)
+        #expect(pair.contains(phone) && !pair.contains(Fixture.tv))
+        #expect(pair.description == "[AB:CD:EF:01:23:45, 12:34:56:78:9A:BC]")
+    }
+
+    @Test func aSecondaryAloneBecomesThePrimary() {
+        let pair = SourcePair(primary: nil, secondary: laptop)
+        #expect(pair.primary == laptop)
+        #expect(pair.secondary == nil)
+        #expect(pair.count == 1)
+    }
+
+    @Test func comesFromTheConfiguration() {
+        let accessory = Accessory(
+            id: Fixture.headphones, hub: Fixture.hubA, registration: .registered, hardwareCapabilities: .all,
+            configuration: Configuration(deviceCapabilities: .all, primaryAudioSourceDeviceIdentifier: phone.data,
+                secondaryAudioSourceDeviceIdentifier: laptop.data),
+            updatedAt: Fixture.start)
+        #expect(Array(RoutingAccessory(accessory).sources) == [phone, laptop])
+        #expect(accessory.configuration.audioSources == [phone, laptop])
+    }
+}

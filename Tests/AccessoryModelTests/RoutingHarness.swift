@@ -50,7 +50,8 @@ struct RoutingHarness {
     ) -> [Issued] {
         change(
             RoutingAccessory(
-                id: id, registration: .registered, capabilities: capabilities, placement: placement, sources: sources))
+                id: id, registration: .registered, capabilities: capabilities, placement: placement,
+                sources: SourcePair(sources)))
     }
 
     @discardableResult
@@ -63,7 +64,7 @@ struct RoutingHarness {
     @discardableResult
     mutating func connect(_ id: AccessoryID, _ sources: [BluetoothAddress]) -> [Issued] {
         var view = views[id]!
-        view.sources = sources
+        view.sources = SourcePair(sources)
         return change(view)
     }
 

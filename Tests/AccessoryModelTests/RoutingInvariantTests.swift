@@ -1,20 +1,9 @@
 import AccessoryModel
 import Testing
+import TestSupport
 
 /// Random sequences of events (seeded, so a failure replays) with the routing invariants checked after every event.
 @Suite struct RoutingInvariantTests {
-    /// SplitMix64: small, fast, and the same sequence on every platform.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     enum Event: CustomStringConvertible {
         case accessory(before: RoutingAccessory?, after: RoutingAccessory, routedBefore: BluetoothAddress?)
         case source(BluetoothAddress, SourceReport)
@@ -38,7 +27,7 @@ import Testing
 
     @Test(arguments: 0..<24)
     func invariantsHoldAfterEveryEvent(seed: Int) {
-        var random = SeededGenerator(state: UInt64(seed) &* 0x2545_F491_4F6C_DD1D)
+        var random = SeededGenerator(seed: UInt64(seed) &* 0x2545_F491_4F6C_DD1D)
         var h = RoutingHarness(resumeWindow: .seconds(15))
         var inForce: [BluetoothAddress: AccessoryID] = [:]  // what each simulated device has
         var lastSequence: [BluetoothAddress: UInt64] = [:]  // of commands, per source
@@ -102,7 +91,7 @@ import Testing
             after.placement = [nil, .inEar, .onHead, .overTheEar, .offHead, .offHead].randomElement(using: &random)!
         case 40..<70:
             let count = Int.random(in: 0...2, using: &random)
-            after.sources = Array(sourceAddresses.shuffled(using: &random).prefix(count))
+            after.sources = SourcePair(sourceAddresses.shuffled(using: &random).prefix(count))
         case 70..<80:
             after.registration = [.registered, .registered, .registered, .paired, .invalidated, .unpaired]
                 .randomElement(using: &random)!

@@ -66,123 +66,119 @@ public struct AccessoryStateMachine: Sendable {
         from hub: HubID,
         at now: Timestamp
     ) throws(AccessoryControlError) -> Accessory {
-        var next: Accessory
+        // Each transition checks everything before it changes anything, then changes the accessory in place.
         switch request {
         case .paired(let name, let model, let hardware):
-            next = try paired(name: name, model: model, hardware: hardware, hub: hub, now: now)
+            try pair(name: name, model: model, hardware: hardware, hub: hub, now: now)
         case .unpaired:
-            next = try knownAccessory(for: "unpairing")
-            if next.registration != .unpaired {
-                try Self.check(next, isPairedWith: hub)
-                next.registration = .unpaired
-                next.configuration = .empty
-                next.registeredAt = nil
-            }
+            try unpair(hub: hub)
         case .register(let capabilities):
-            next = try registered(capabilities, hub: hub, now: now)
+            try register(capabilities, hub: hub, now: now)
         case .update(let configuration):
-            next = try updated(for: "updating", hub: hub) { $0 = configuration }
+            try update(for: "updating", hub: hub) { $0 = configuration }
         case .placement(let placement):
-            next = try updated(for: "placement updates", hub: hub) { $0.devicePlacement = placement }
+            try update(for: "placement updates", hub: hub) { $0.devicePlacement = placement }
         case .sources(let primary, let secondary):
-            next = try updated(for: "source updates", hub: hub) {
+            try update(for: "source updates", hub: hub) {
                 $0.primaryAudioSourceDeviceIdentifier = primary
                 $0.secondaryAudioSourceDeviceIdentifier = secondary
             }
         }
-        next.lastSequence = max(next.lastSequence, sequence)
-        next.updatedAt = now
+        // Every transition leaves an accessory behind.
+        accessory!.lastSequence = max(accessory!.lastSequence, sequence)
+        accessory!.updatedAt = now
         // A hub that reports is alive: its data is current again.
-        next.isStale = false
-        next.diagnostics = diagnostics(of: next, at: now)
-        accessory = next
-        return next
+        accessory!.isStale = false
+        refreshDiagnostics(at: now)
+        return accessory!
     }
 
     /// Records that `hub` went offline or came back. Returns the new state when it changed this accessory.
     public mutating func hubAvailabilityChanged(_ hub: HubID, online: Bool, at now: Timestamp) -> Accessory? {
-        guard var next = accessory, next.hub == hub, next.isStale == online else { return nil }
-        next.isStale = !online
-        next.updatedAt = now
-        next.diagnostics = diagnostics(of: next, at: now)
-        accessory = next
-        return next
+        guard let accessory, accessory.hub == hub, accessory.isStale == online else { return nil }
+        self.accessory!.isStale = !online
+        self.accessory!.updatedAt = now
+        refreshDiagnostics(at: now)
+        return self.accessory
     }
 
     /// Lets time pass: raises the diagnostics that came due. Returns the new state when it changed.
     public mutating func tick(at now: Timestamp) -> Accessory? {
-        guard var next = accessory else { return nil }
-        let diagnostics = diagnostics(of: next, at: now)
-        guard diagnostics != next.diagnostics else { return nil }
-        next.diagnostics = diagnostics
-        next.updatedAt = now
-        accessory = next
-        return next
+        guard accessory != nil, refreshDiagnostics(at: now) else { return nil }
+        accessory!.updatedAt = now
+        return accessory
     }
 
     // MARK: - Transitions
 
-    private func paired(name: String, model: String, hardware: Capabilities, hub: HubID, now: Timestamp)
-        throws(AccessoryControlError) -> Accessory
+    private mutating func pair(name: String, model: String, hardware: Capabilities, hub: HubID, now: Timestamp)
+        throws(AccessoryControlError)
     {
-        for (field, value) in [("name", name), ("model", model)] where value.utf8.count > policy.maximumNameLength {
-            throw .invalidRequest(
-                reason: "the \(field) is \(value.utf8.count) bytes long; the limit is \(policy.maximumNameLength)")
-        }
+        try checkLength(of: name, field: "name")
+        try checkLength(of: model, field: "model")
         try Self.checkKnown(hardware, what: "hardware capabilities")
-        guard var next = accessory else {
-            return Accessory(
+        guard let registration = accessory?.registration else {
+            accessory = Accessory(
                 id: id, hub: hub, registration: .paired, name: name, model: model,
                 hardwareCapabilities: hardware, updatedAt: now)
+            return
         }
-        switch next.registration {
-        case .registered, .invalidated: next.registration = .invalidated
-        case .paired, .unpaired: next.registration = .paired
+        switch registration {
+        case .registered, .invalidated: accessory!.registration = .invalidated
+        case .paired, .unpaired: accessory!.registration = .paired
         }
-        next.hub = hub
-        next.name = name
-        next.model = model
-        next.hardwareCapabilities = hardware
-        return next
+        accessory!.hub = hub
+        accessory!.name = name
+        accessory!.model = model
+        accessory!.hardwareCapabilities = hardware
     }
 
-    private func registered(_ capabilities: Capabilities, hub: HubID, now: Timestamp)
-        throws(AccessoryControlError) -> Accessory
+    private mutating func unpair(hub: HubID) throws(AccessoryControlError) {
+        let accessory = try knownAccessory(for: "unpairing")
+        // Unpairing again is harmless: there is nothing left to end.
+        guard accessory.registration != .unpaired else { return }
+        try Self.check(accessory, isPairedWith: hub)
+        self.accessory!.registration = .unpaired
+        self.accessory!.configuration = .empty
+        self.accessory!.registeredAt = nil
+    }
+
+    private mutating func register(_ capabilities: Capabilities, hub: HubID, now: Timestamp)
+        throws(AccessoryControlError)
     {
-        var next = try knownAccessory(for: "registering")
-        guard next.registration != .unpaired else {
+        let accessory = try knownAccessory(for: "registering")
+        guard accessory.registration != .unpaired else {
             throw .invalidRequest(reason: "accessory \(id) was unpaired; pair it again before registering")
         }
-        try Self.check(next, isPairedWith: hub)
+        try Self.check(accessory, isPairedWith: hub)
         guard !capabilities.isEmpty else {
             throw .invalidRequest(reason: "register needs at least one capability (.audioSwitching, .placement)")
         }
         try Self.checkKnown(capabilities, what: "capabilities")
-        let missing = capabilities.subtracting(next.hardwareCapabilities)
+        let missing = capabilities.subtracting(accessory.hardwareCapabilities)
         guard missing.isEmpty else {
             throw .accessoryNotCapable(
                 reason: "accessory \(id) cannot register \(missing): its hardware capabilities are "
-                    + "\(next.hardwareCapabilities)")
+                    + "\(accessory.hardwareCapabilities)")
         }
-        next.registration = .registered
-        next.registeredAt = now
-        next.configuration.deviceCapabilities = capabilities
+        self.accessory!.registration = .registered
+        self.accessory!.registeredAt = now
+        self.accessory!.configuration.deviceCapabilities = capabilities
         if !capabilities.contains(.placement) {
-            next.configuration.devicePlacement = nil
+            self.accessory!.configuration.devicePlacement = nil
         }
-        return next
     }
 
     /// `update(_:)`: the registered configuration changed by `change`, when the result is valid.
-    private func updated(
+    private mutating func update(
         for operation: String,
         hub: HubID,
         _ change: (inout Configuration) -> Void
-    ) throws(AccessoryControlError) -> Accessory {
-        var next = try registeredAccessory(for: operation, hub: hub)
-        var configuration = next.configuration
+    ) throws(AccessoryControlError) {
+        try checkRegistered(for: operation, hub: hub)
+        var configuration = accessory!.configuration
+        let registered = configuration.deviceCapabilities
         change(&configuration)
-        let registered = next.configuration.deviceCapabilities
         guard configuration.deviceCapabilities == registered else {
             throw .invalidRequest(
                 reason: "the configuration's capabilities \(configuration.deviceCapabilities) differ from the "
@@ -193,39 +189,41 @@ public struct AccessoryStateMachine: Sendable {
                 reason: "placement \(placement) needs the .placement capability, which accessory \(id) did not "
                     + "register")
         }
-        try Self.checkSources(
-            primary: configuration.primaryAudioSourceDeviceIdentifier,
-            secondary: configuration.secondaryAudioSourceDeviceIdentifier)
         // An empty identifier means "none", as nil does: keep one spelling.
-        var normalized = configuration
-        if normalized.primaryAudioSourceDeviceIdentifier?.isEmpty == true {
-            normalized.primaryAudioSourceDeviceIdentifier = nil
+        let primary = try Self.checkedSource(configuration.primaryAudioSourceDeviceIdentifier, name: "primary")
+        let secondary = try Self.checkedSource(configuration.secondaryAudioSourceDeviceIdentifier, name: "secondary")
+        if let secondary {
+            guard let primary else {
+                throw .invalidRequest(
+                    reason: "a secondaryAudioSourceDeviceIdentifier (\(secondary)) needs a primary one")
+            }
+            guard primary != secondary else {
+                throw .invalidRequest(reason: "the primary and secondary audio sources are the same address, \(primary)")
+            }
         }
-        if normalized.secondaryAudioSourceDeviceIdentifier?.isEmpty == true {
-            normalized.secondaryAudioSourceDeviceIdentifier = nil
-        }
-        next.configuration = normalized
-        return next
+        if primary == nil { configuration.primaryAudioSourceDeviceIdentifier = nil }
+        if secondary == nil { configuration.secondaryAudioSourceDeviceIdentifier = nil }
+        accessory!.configuration = configuration
     }
 
     // MARK: - Preconditions
 
     /// The accessory, unless it was never paired.
     private func knownAccessory(for operation: String) throws(AccessoryControlError) -> Accessory {
-        guard let accessory else {
-            throw .invalidRequest(
-                reason: "accessory \(id) is not paired; pair it through AccessorySetupKit before \(operation)")
-        }
+        guard let accessory else { throw notPaired(before: operation) }
         return accessory
     }
 
-    /// The accessory, when it is registered through `hub`.
-    private func registeredAccessory(for operation: String, hub: HubID) throws(AccessoryControlError) -> Accessory {
-        let accessory = try knownAccessory(for: operation)
+    private func notPaired(before operation: String) -> AccessoryControlError {
+        .invalidRequest(reason: "accessory \(id) is not paired; pair it through AccessorySetupKit before \(operation)")
+    }
+
+    /// Succeeds when the accessory is registered through `hub`.
+    private func checkRegistered(for operation: String, hub: HubID) throws(AccessoryControlError) {
+        guard let accessory else { throw notPaired(before: operation) }
         switch accessory.registration {
         case .registered:
             try Self.check(accessory, isPairedWith: hub)
-            return accessory
         case .paired:
             try Self.check(accessory, isPairedWith: hub)
             throw .invalidRequest(reason: "accessory \(id) is not registered; register it before \(operation)")
@@ -246,6 +244,13 @@ public struct AccessoryStateMachine: Sendable {
         }
     }
 
+    private func checkLength(of value: String, field: String) throws(AccessoryControlError) {
+        guard value.utf8.count <= policy.maximumNameLength else {
+            throw .invalidRequest(
+                reason: "the \(field) is \(value.utf8.count) bytes long; the limit is \(policy.maximumNameLength)")
+        }
+    }
+
     private static func checkKnown(_ capabilities: Capabilities, what: String) throws(AccessoryControlError) {
         let unknown = capabilities.subtracting(.all)
         guard unknown.isEmpty else {
@@ -253,26 +258,17 @@ public struct AccessoryStateMachine: Sendable {
         }
     }
 
-    private static func checkSources(primary: Data?, secondary: Data?) throws(AccessoryControlError) {
-        for (name, identifier) in [("primary", primary), ("secondary", secondary)] {
-            if let identifier, !identifier.isEmpty, identifier.count != BluetoothAddress.byteCount {
-                throw .invalidRequest(
-                    reason: "the \(name)AudioSourceDeviceIdentifier must be empty or a 6-byte Bluetooth address, "
-                        + "not \(identifier.count) bytes")
-            }
+    /// The address in an identifier: `nil` when absent or empty, an error when not 6 bytes.
+    private static func checkedSource(_ identifier: Data?, name: String) throws(AccessoryControlError)
+        -> BluetoothAddress?
+    {
+        guard let identifier, !identifier.isEmpty else { return nil }
+        guard let address = BluetoothAddress(bytes: identifier) else {
+            throw .invalidRequest(
+                reason: "the \(name)AudioSourceDeviceIdentifier must be empty or a 6-byte Bluetooth address, "
+                    + "not \(identifier.count) bytes")
         }
-        let primary = primary.flatMap { BluetoothAddress(bytes: $0) }
-        let secondary = secondary.flatMap { BluetoothAddress(bytes: $0) }
-        if let secondary {
-            guard let primary else {
-                throw .invalidRequest(
-                    reason: "a secondaryAudioSourceDeviceIdentifier (\(secondary)) needs a primary one")
-            }
-            guard primary != secondary else {
-                throw .invalidRequest(
-                    reason: "the primary and secondary audio sources are the same address, \(primary)")
-            }
-        }
+        return address
     }
 
     // MARK: - Diagnostics
@@ -284,8 +280,10 @@ public struct AccessoryStateMachine: Sendable {
                 && configuration.primaryAudioSourceDeviceIdentifier == nil)
     }
 
-    /// The diagnostics that hold for `accessory` at `now`.
-    private func diagnostics(of accessory: Accessory, at now: Timestamp) -> [Diagnostic] {
+    /// Recomputes the diagnostics that hold at `now`; returns whether they changed.
+    @discardableResult
+    private mutating func refreshDiagnostics(at now: Timestamp) -> Bool {
+        guard let accessory else { return false }
         var diagnostics: [Diagnostic] = []
         if accessory.isStale {
             diagnostics.append(.hubOffline(accessory.hub))
@@ -304,6 +302,8 @@ public struct AccessoryStateMachine: Sendable {
                 diagnostics.append(.sourcesNotReported(after: grace))
             }
         }
-        return diagnostics
+        guard diagnostics != accessory.diagnostics else { return false }
+        self.accessory!.diagnostics = diagnostics
+        return true
     }
 }

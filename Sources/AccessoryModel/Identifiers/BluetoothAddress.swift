@@ -28,11 +28,23 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         self.rawValue = bytes.reduce(0) { $0 << 8 | UInt64($1) }
     }
 
+    /// Creates an address from exactly 6 bytes of `Data` (AudioAccessoryKit's identifiers); `nil` for any other length.
+    public init?(bytes data: Data) {
+        guard data.count == Self.byteCount else { return nil }
+        self.rawValue = data.withUnsafeBytes { raw in raw.reduce(0) { $0 << 8 | UInt64($1) } }
+    }
+
     /// Creates an address from its topic id: exactly 12 lowercase hex digits.
     public init?(topicID: some StringProtocol) {
+        self.init(topicIDUTF8: topicID.utf8)
+    }
+
+    /// Creates an address from the UTF-8 bytes of its topic id: exactly 12 lowercase hex digits.
+    @inlinable
+    public init?(topicIDUTF8 utf8: some Collection<UInt8>) {
         var value: UInt64 = 0
         var count = 0
-        for byte in topicID.utf8 {
+        for byte in utf8 {
             count += 1
             guard count <= 12 else { return nil }
             switch byte {
@@ -66,7 +78,9 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
     }
 
     /// The 6 bytes as `Data`, the type of AudioAccessoryKit's identifiers.
-    public var data: Data { Data(bytes) }
+    public var data: Data {
+        withUnsafeBytes(of: rawValue.bigEndian) { Data(bytes: $0.baseAddress! + 2, count: Self.byteCount) }
+    }
 
     /// The id of this address in topics: 12 lowercase hex digits.
     public var topicID: String {

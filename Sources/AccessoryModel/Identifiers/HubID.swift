@@ -9,6 +9,13 @@ public struct HubID: Hashable, Comparable, Sendable, CustomStringConvertible {
         self.rawValue = String(rawValue)
     }
 
+    /// Creates an id from its UTF-8 bytes, or `nil` when they break ``IdentifierGrammar``.
+    @inlinable
+    public init?(utf8: some Collection<UInt8>) {
+        guard IdentifierGrammar.accepts(utf8: utf8) else { return nil }
+        self.rawValue = String(decoding: utf8, as: UTF8.self)
+    }
+
     public var description: String { rawValue }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }

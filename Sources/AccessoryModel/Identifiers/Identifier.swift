@@ -12,8 +12,14 @@ public enum IdentifierGrammar {
     /// Whether `text` is a valid id.
     @inlinable
     public static func accepts(_ text: some StringProtocol) -> Bool {
+        accepts(utf8: text.utf8)
+    }
+
+    /// Whether the UTF-8 bytes `utf8` are a valid id.
+    @inlinable
+    public static func accepts(utf8: some Collection<UInt8>) -> Bool {
         var count = 0
-        for byte in text.utf8 {
+        for byte in utf8 {
             count += 1
             guard count <= maximumLength, isAllowed(byte) else { return false }
         }

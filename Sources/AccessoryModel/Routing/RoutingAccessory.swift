@@ -5,12 +5,12 @@ public struct RoutingAccessory: Hashable, Sendable {
     public var capabilities: Capabilities
     public var placement: Placement?
     /// The sources the accessory is connected to, primary first (its candidate sources).
-    public var sources: [BluetoothAddress]
+    public var sources: SourcePair
     public var isStale: Bool
 
     public init(
         id: AccessoryID, registration: Registration, capabilities: Capabilities, placement: Placement? = nil,
-        sources: [BluetoothAddress] = [], isStale: Bool = false
+        sources: SourcePair = [], isStale: Bool = false
     ) {
         self.id = id
         self.registration = registration
@@ -27,7 +27,11 @@ public struct RoutingAccessory: Hashable, Sendable {
             registration: accessory.registration,
             capabilities: accessory.configuration.deviceCapabilities,
             placement: accessory.configuration.devicePlacement,
-            sources: accessory.configuration.audioSources,
+            sources: SourcePair(
+                primary: accessory.configuration.primaryAudioSourceDeviceIdentifier.flatMap { BluetoothAddress(bytes: $0) },
+                secondary: accessory.configuration.secondaryAudioSourceDeviceIdentifier.flatMap {
+                    BluetoothAddress(bytes: $0)
+                }),
             isStale: accessory.isStale)
     }
 

@@ -42,10 +42,12 @@ public struct RoutingEngine: Sendable {
     /// Prefix of every command id; distinct per engine instance so ids stay unique across restarts.
     public let instanceID: String
 
-    private var accessories: [AccessoryID: AccessoryEntry] = [:]
-    private var sources: [BluetoothAddress: SourceEntry] = [:]
-    /// For each source, the accessories that list it (its candidate accessories).
-    private var listedBy: [BluetoothAddress: [AccessoryID]] = [:]
+    // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
+    // to them by slot. Slots are never reused.
+    private var accessorySlots: [AccessoryID: Int] = [:]
+    private var accessories: [AccessoryEntry] = []
+    private var sourceSlots: [BluetoothAddress: Int] = [:]
+    private var sources: [SourceEntry] = []
     /// Rule 5 pauses in the order they expire (lazily pruned).
     private var expiries = ExpiryQueue()
 
@@ -58,27 +60,33 @@ public struct RoutingEngine: Sendable {
 
     /// The source routed to `accessory`, if any.
     public func routedSource(for accessory: AccessoryID) -> BluetoothAddress? {
-        accessories[accessory]?.routedSource
+        accessorySlots[accessory].flatMap { accessories[$0].routedSource }.map { sources[$0].address }
     }
 
     /// The accessory `source` is routed to, if any.
     public func routedAccessory(for source: BluetoothAddress) -> AccessoryID? {
-        sources[source]?.routedAccessory
+        sourceSlots[source].flatMap { sources[$0].routedAccessory }.map { accessories[$0].view.id }
     }
 
     /// The last activity `source` reported (idle when it never did).
     public func activity(of source: BluetoothAddress) -> Activity {
-        sources[source]?.activity ?? .idle
+        sourceSlots[source].map { sources[$0].activity } ?? .idle
     }
 
     /// The routing view of `accessory`, as last given to ``accessoryChanged(_:at:)``.
     public func accessory(_ id: AccessoryID) -> RoutingAccessory? {
-        accessories[id]?.view
+        accessorySlots[id].map { accessories[$0].view }
     }
 
     /// Every route, source to accessory.
     public var routes: [BluetoothAddress: AccessoryID] {
-        sources.compactMapValues(\.routedAccessory)
+        var routes: [BluetoothAddress: AccessoryID] = [:]
+        for source in sources {
+            if let accessory = source.routedAccessory {
+                routes[source.address] = accessories[accessory].view.id
+            }
+        }
+        return routes
     }
 
     /// When ``tick(at:)`` next has something to do (a rule 5 pause leaving the resume window), if ever.
@@ -88,78 +96,93 @@ public struct RoutingEngine: Sendable {
 
     /// An accessory's state changed (placement, sources, registration, staleness).
     public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp) -> RoutingOutput {
-        let id = view.id
-        let previous = accessories[id]
-        let wasWorn = previous?.view.isWorn ?? false
-        let previousSources = previous?.view.sources ?? []
-        accessories[id] = AccessoryEntry(view: view, wornSince: previous?.wornSince, routedSource: previous?.routedSource)
-        updateListings(of: id, from: previousSources, to: view.sources)
-
         var output = RoutingOutput()
+        let slot: Int
+        let previousView: RoutingAccessory?
+        if let known = accessorySlots[view.id] {
+            slot = known
+            previousView = accessories[slot].view
+            accessories[slot].view = view
+        } else {
+            slot = accessories.count
+            previousView = nil
+            accessorySlots[view.id] = slot
+            accessories.append(AccessoryEntry(view: view))
+        }
+        let previousSources = previousView?.sources ?? []
+        if previousSources != view.sources {
+            updateListings(of: slot, from: previousSources, to: view.sources)
+        }
+        let wasWorn = previousView?.isWorn ?? false
         let isWorn = view.isWorn
-        if let source = previous?.routedSource {
+
+        if let source = accessories[slot].routedSource {
+            let address = sources[source].address
             if !view.takesPart {
                 let reason: SwitchCommand.Reason =
                     view.registration == .registered ? .accessoryIneligible : .registrationEnded
-                unroute(source, from: id, with: .release, reason: reason, at: now, into: &output)
-            } else if !view.sources.contains(source) {
-                unroute(source, from: id, with: .pause, reason: .sourceDisconnected, at: now, into: &output)
-                if isWorn, let other = bestCandidate(of: view, at: now, where: { sources[$0]?.routedAccessory == nil }) {
-                    route(other, to: id, reason: .sourceDisconnected, at: now, into: &output)
+                unroute(source, from: slot, with: .release, reason: reason, at: now, into: &output)
+            } else if !view.sources.contains(address) {
+                unroute(source, from: slot, with: .pause, reason: .sourceDisconnected, at: now, into: &output)
+                if isWorn, let other = bestCandidate(of: slot, at: now, where: { sources[$0].routedAccessory == nil }) {
+                    route(other, to: slot, reason: .sourceDisconnected, at: now, into: &output)
                 }
             } else if !isWorn {
-                let paused = unroute(source, from: id, with: .pause, reason: .takenOff, at: now, into: &output)
-                if paused {
-                    rememberPause(of: source, off: id, at: now)
+                if unroute(source, from: slot, with: .pause, reason: .takenOff, at: now, into: &output) {
+                    rememberPause(of: source, off: slot, at: now)
                 }
             }
         }
 
         if isWorn && !wasWorn {
-            accessories[id]?.wornSince = now
-            putOn(id, at: now, into: &output)
-        } else if isWorn && accessories[id]?.routedSource == nil {
-            let added = view.sources.filter { !previousSources.contains($0) }
-            if let source = bestCandidate(of: view, at: now, where: { added.contains($0) && sources[$0]?.routedAccessory == nil }) {
-                route(source, to: id, reason: .sourceActivated, at: now, into: &output)
+            accessories[slot].wornSince = now
+            putOn(slot, at: now, into: &output)
+        } else if isWorn && accessories[slot].routedSource == nil && previousSources != view.sources {
+            let added = bestCandidate(of: slot, at: now) {
+                !previousSources.contains(sources[$0].address) && sources[$0].routedAccessory == nil
+            }
+            if let added {
+                route(added, to: slot, reason: .sourceActivated, at: now, into: &output)
             }
         } else if !isWorn {
-            accessories[id]?.wornSince = nil
+            accessories[slot].wornSince = nil
         }
         output.nextDeadline = nextDeadline
         return output
     }
 
     /// A playing device reported its state.
-    public mutating func sourceReported(_ report: SourceReport, from source: BluetoothAddress, at now: Timestamp)
+    public mutating func sourceReported(_ report: SourceReport, from address: BluetoothAddress, at now: Timestamp)
         -> RoutingOutput
     {
         var output = RoutingOutput(nextDeadline: nextDeadline)
-        var entry = sources[source] ?? SourceEntry()
+        let source = sourceSlot(address)
         if report.sequence != 0 {
             // An old or repeated report changes nothing.
-            guard report.sequence > entry.lastReportSequence else { return output }
-            entry.lastReportSequence = report.sequence
+            guard report.sequence > sources[source].lastReportSequence else { return output }
+            sources[source].lastReportSequence = report.sequence
         }
-        let before = entry.activity
+        let before = sources[source].activity
         if let activity = report.activity {
-            entry.activity = activity
+            sources[source].activity = activity
         }
         if let reported = report.routedAccessory {
-            entry.inForce = reported
+            sources[source].inForce = reported
         }
-        let becameActive = entry.activity.isActive && entry.activity.priority > before.priority
+        let activity = sources[source].activity
+        let becameActive = activity.isActive && activity.priority > before.priority
         if becameActive {
-            entry.activeSince = now
+            sources[source].activeSince = now
             // The device plays again on its own: a rule 5 pause is no longer waiting to be resumed.
-            entry.pausedByTakeOff = nil
+            sources[source].pausedByTakeOff = nil
         }
-        sources[source] = entry
 
-        if let reported = report.routedAccessory, entry.routedAccessory != reported {
-            adoptReportedRoute(of: source, to: reported, into: &output)
+        if let reported = report.routedAccessory, let accessory = accessorySlots[reported],
+            sources[source].routedAccessory != accessory
+        {
+            adoptReportedRoute(of: source, to: accessory, into: &output)
         }
-        if becameActive, sources[source]?.routedAccessory == nil {
+        if becameActive, sources[source].routedAccessory == nil {
             activate(source, at: now, into: &output)
         }
         output.nextDeadline = nextDeadline
@@ -170,8 +193,10 @@ public struct RoutingEngine: Sendable {
     public mutating func tick(at now: Timestamp) -> RoutingOutput {
         while let next = expiries.first, next.expiresAt <= now {
             expiries.removeFirst()
-            if let paused = sources[next.source]?.pausedByTakeOff, paused.at + policy.resumeWindow <= now {
-                sources[next.source]?.pausedByTakeOff = nil
+            if let source = sourceSlots[next.source], let paused = sources[source].pausedByTakeOff,
+                paused.at + policy.resumeWindow <= now
+            {
+                sources[source].pausedByTakeOff = nil
             }
         }
         return RoutingOutput(nextDeadline: nextDeadline)
@@ -180,101 +205,104 @@ public struct RoutingEngine: Sendable {
     // MARK: - Rules
 
     /// Rule 4: route the worn accessory's best active candidate, resuming it when rule 5 paused it here.
-    private mutating func putOn(_ id: AccessoryID, at now: Timestamp, into output: inout RoutingOutput) {
-        guard let view = accessories[id]?.view, let source = bestCandidate(of: view, at: now, countingPauses: true, where: { _ in true })
-        else { return }
-        let resume = resumable(source, on: id, at: now)
-        route(source, to: id, reason: .putOn, at: now, into: &output)
+    private mutating func putOn(_ accessory: Int, at now: Timestamp, into output: inout RoutingOutput) {
+        guard let source = bestCandidate(of: accessory, at: now, countingPauses: true, where: { _ in true }) else {
+            return
+        }
+        let resume = resumable(source, on: accessory, at: now)
+        route(source, to: accessory, reason: .putOn, at: now, into: &output)
         if resume {
-            sources[source]?.pausedByTakeOff = nil
-            issue(.resume, to: source, accessory: id, reason: .putOn, at: now, into: &output)
+            sources[source].pausedByTakeOff = nil
+            issue(.resume, to: source, accessory: accessory, reason: .putOn, at: now, into: &output)
         }
     }
 
     /// Rule 6: an unrouted source became active; route it to its most recently worn candidate accessory.
-    private mutating func activate(_ source: BluetoothAddress, at now: Timestamp, into output: inout RoutingOutput) {
-        let worn = (listedBy[source] ?? []).compactMap { accessories[$0] }.filter(\.view.isWorn)
+    private mutating func activate(_ source: Int, at now: Timestamp, into output: inout RoutingOutput) {
         // The most recently worn; between equals, the smallest id, so the choice is deterministic.
-        guard
-            let target = worn.max(by: { ($0.wornSince ?? .zero, $1.view.id) < ($1.wornSince ?? .zero, $0.view.id) })
-        else { return }
-        let id = target.view.id
-        let activity = sources[source]?.activity ?? .idle
-        if let displaced = target.routedSource {
-            // Media never takes an accessory from a call.
-            guard activity == .call || sources[displaced]?.activity != .call else { return }
-            unroute(displaced, from: id, with: .pause, reason: .sourceActivated, at: now, into: &output)
+        var target: Int?
+        for candidate in sources[source].listedBy where accessories[candidate].view.isWorn {
+            guard let current = target else {
+                target = candidate
+                continue
+            }
+            let (a, b) = (accessories[candidate], accessories[current])
+            if (a.wornSince ?? .zero, b.view.id) > (b.wornSince ?? .zero, a.view.id) {
+                target = candidate
+            }
         }
-        route(source, to: id, reason: .sourceActivated, at: now, into: &output)
+        guard let target else { return }
+        if let displaced = accessories[target].routedSource {
+            // Media never takes an accessory from a call.
+            guard sources[source].activity == .call || sources[displaced].activity != .call else { return }
+            unroute(displaced, from: target, with: .pause, reason: .sourceActivated, at: now, into: &output)
+        }
+        route(source, to: target, reason: .sourceActivated, at: now, into: &output)
     }
 
     /// A device says it is routed to `accessory`: take that route over when it is possible (the accessory is worn,
     /// lists the source and is free), so that later rules act on it. Nothing is sent.
-    private mutating func adoptReportedRoute(
-        of source: BluetoothAddress, to accessory: AccessoryID, into output: inout RoutingOutput
-    ) {
-        guard let entry = accessories[accessory], entry.view.isWorn, entry.view.sources.contains(source),
-            entry.routedSource == nil
+    private mutating func adoptReportedRoute(of source: Int, to accessory: Int, into output: inout RoutingOutput) {
+        let entry = accessories[accessory]
+        guard entry.view.isWorn, entry.view.sources.contains(sources[source].address), entry.routedSource == nil
         else { return }
-        if let previous = sources[source]?.routedAccessory {
-            accessories[previous]?.routedSource = nil
-            output.rerouted.insert(previous)
+        if let previous = sources[source].routedAccessory {
+            accessories[previous].routedSource = nil
+            output.noteRerouted(accessories[previous].view.id)
         }
-        sources[source]?.routedAccessory = accessory
-        accessories[accessory]?.routedSource = source
-        output.rerouted.insert(accessory)
+        sources[source].routedAccessory = accessory
+        accessories[accessory].routedSource = source
+        output.noteRerouted(entry.view.id)
     }
 
     // MARK: - Primitives
 
-    /// The best candidate of `view` that passes `filter` and is active: a call before media, then the most recently
-    /// active. A source paused by rule 5 off this accessory within the window counts with its activity at the pause.
-    /// Only rule 4 passes `countingPauses`: the other rules route what is playing, never what waits to be resumed.
+    /// The best active candidate of `accessory` that passes `filter`: a call before media, then the most recently
+    /// active. With `countingPauses` (rule 4 only), a source paused by rule 5 off this accessory within the window
+    /// counts with its activity at the pause; the other rules route what plays, never what waits to be resumed.
     private func bestCandidate(
-        of view: RoutingAccessory, at now: Timestamp, countingPauses: Bool = false,
-        where filter: (BluetoothAddress) -> Bool
-    ) -> BluetoothAddress? {
-        var best: (source: BluetoothAddress, priority: Int, since: Timestamp)?
-        for source in view.sources where filter(source) {
-            let entry = sources[source] ?? SourceEntry()
-            var activity = entry.activity
-            if countingPauses, resumable(source, on: view.id, at: now), let paused = entry.pausedByTakeOff,
+        of accessory: Int, at now: Timestamp, countingPauses: Bool = false, where filter: (Int) -> Bool
+    ) -> Int? {
+        var best: (source: Int, priority: Int, since: Timestamp)?
+        // Every listed source has a slot: updateListings gave it one.
+        for address in accessories[accessory].view.sources {
+            guard let source = sourceSlots[address], filter(source) else { continue }
+            var activity = sources[source].activity
+            if countingPauses, resumable(source, on: accessory, at: now), let paused = sources[source].pausedByTakeOff,
                 paused.activity.priority > activity.priority
             {
                 activity = paused.activity
             }
             guard activity.isActive else { continue }
-            let candidate = (source, activity.priority, entry.activeSince)
-            if let current = best, (current.priority, current.since) >= (candidate.1, candidate.2) { continue }
-            best = candidate
+            let since = sources[source].activeSince
+            if let current = best, (current.priority, current.since) >= (activity.priority, since) { continue }
+            best = (source, activity.priority, since)
         }
         return best?.source
     }
 
     /// Whether rule 5 paused `source` off `accessory` within the resume window.
-    private func resumable(_ source: BluetoothAddress, on accessory: AccessoryID, at now: Timestamp) -> Bool {
-        guard let paused = sources[source]?.pausedByTakeOff else { return false }
+    private func resumable(_ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
+        guard let paused = sources[source].pausedByTakeOff else { return false }
         return paused.accessory == accessory && now <= paused.at + policy.resumeWindow
     }
 
     /// Routes `source` to `accessory`, detaching the source from any other accessory (rule 3), and sends ROUTE unless
     /// the device already has that route (rule 9). The accessory must be free or already routed from `source`.
     private mutating func route(
-        _ source: BluetoothAddress, to accessory: AccessoryID, reason: SwitchCommand.Reason, at now: Timestamp,
+        _ source: Int, to accessory: Int, reason: SwitchCommand.Reason, at now: Timestamp,
         into output: inout RoutingOutput
     ) {
-        var entry = sources[source] ?? SourceEntry()
-        if let previous = entry.routedAccessory, previous != accessory {
-            accessories[previous]?.routedSource = nil
-            output.rerouted.insert(previous)
+        if let previous = sources[source].routedAccessory, previous != accessory {
+            accessories[previous].routedSource = nil
+            output.noteRerouted(accessories[previous].view.id)
         }
-        entry.routedAccessory = accessory
-        let alreadyInForce = entry.inForce == accessory
-        entry.inForce = accessory
-        sources[source] = entry
-        accessories[accessory]?.routedSource = source
-        output.rerouted.insert(accessory)
-        if !alreadyInForce {
+        let id = accessories[accessory].view.id
+        sources[source].routedAccessory = accessory
+        accessories[accessory].routedSource = source
+        output.noteRerouted(id)
+        if sources[source].inForce != id {
+            sources[source].inForce = id
             issue(.routeToAccessory, to: source, accessory: accessory, reason: reason, at: now, into: &output)
         }
     }
@@ -283,46 +311,52 @@ public struct RoutingEngine: Sendable {
     /// there (rule 9). Returns whether it was sent.
     @discardableResult
     private mutating func unroute(
-        _ source: BluetoothAddress, from accessory: AccessoryID, with action: SwitchCommand.Action,
-        reason: SwitchCommand.Reason, at now: Timestamp, into output: inout RoutingOutput
+        _ source: Int, from accessory: Int, with action: SwitchCommand.Action, reason: SwitchCommand.Reason,
+        at now: Timestamp, into output: inout RoutingOutput
     ) -> Bool {
-        accessories[accessory]?.routedSource = nil
-        output.rerouted.insert(accessory)
-        sources[source]?.routedAccessory = nil
-        guard sources[source]?.inForce == accessory else { return false }
-        sources[source]?.inForce = nil
+        let id = accessories[accessory].view.id
+        accessories[accessory].routedSource = nil
+        sources[source].routedAccessory = nil
+        output.noteRerouted(id)
+        guard sources[source].inForce == id else { return false }
+        sources[source].inForce = nil
         issue(action, to: source, accessory: accessory, reason: reason, at: now, into: &output)
         return true
     }
 
-    private mutating func rememberPause(of source: BluetoothAddress, off accessory: AccessoryID, at now: Timestamp) {
-        let activity = sources[source]?.activity ?? .idle
-        sources[source]?.pausedByTakeOff = PausedPlayback(accessory: accessory, at: now, activity: activity)
-        expiries.append(source: source, expiresAt: now + policy.resumeWindow)
+    private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
+        sources[source].pausedByTakeOff = PausedPlayback(accessory: accessory, at: now, activity: sources[source].activity)
+        expiries.append(source: sources[source].address, expiresAt: now + policy.resumeWindow)
     }
 
     private mutating func issue(
-        _ action: SwitchCommand.Action, to source: BluetoothAddress, accessory: AccessoryID,
-        reason: SwitchCommand.Reason, at now: Timestamp, into output: inout RoutingOutput
+        _ action: SwitchCommand.Action, to source: Int, accessory: Int, reason: SwitchCommand.Reason,
+        at now: Timestamp, into output: inout RoutingOutput
     ) {
-        let sequence = (sources[source]?.commandSequence ?? 0) + 1
-        sources[source, default: SourceEntry()].commandSequence = sequence
+        sources[source].commandSequence += 1
+        let sequence = sources[source].commandSequence
+        let address = sources[source].address
         output.commands.append(
             SwitchCommand(
-                id: "\(instanceID)-\(source.topicID)-\(sequence)", sequence: sequence, source: source,
-                accessoryID: accessory, action: action, reason: reason, issuedAt: now))
+                id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
+                accessoryID: accessories[accessory].view.id, action: action, reason: reason, issuedAt: now))
     }
 
-    private mutating func updateListings(
-        of id: AccessoryID, from old: [BluetoothAddress], to new: [BluetoothAddress]
-    ) {
-        guard old != new else { return }
-        for source in old where !new.contains(source) {
-            listedBy[source]?.removeAll { $0 == id }
-            if listedBy[source]?.isEmpty == true { listedBy[source] = nil }
+    /// The slot of `address`, created on first sight.
+    private mutating func sourceSlot(_ address: BluetoothAddress) -> Int {
+        if let slot = sourceSlots[address] { return slot }
+        let slot = sources.count
+        sourceSlots[address] = slot
+        sources.append(SourceEntry(address: address))
+        return slot
+    }
+
+    private mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair) {
+        for address in old where !new.contains(address) {
+            sources[sourceSlot(address)].listedBy.removeAll { $0 == accessory }
         }
-        for source in new where !old.contains(source) {
-            listedBy[source, default: []].append(id)
+        for address in new where !old.contains(address) {
+            sources[sourceSlot(address)].listedBy.append(accessory)
         }
     }
 }
@@ -332,25 +366,34 @@ extension RoutingEngine {
         var view: RoutingAccessory
         /// When it last became worn; `nil` while not worn.
         var wornSince: Timestamp?
-        var routedSource: BluetoothAddress?
+        /// The slot of the source routed to it.
+        var routedSource: Int?
     }
 
     struct SourceEntry: Sendable {
+        let address: BluetoothAddress
         var activity: Activity = .idle
         /// When it last became active.
         var activeSince: Timestamp = .zero
         var lastReportSequence: UInt64 = 0
-        /// The engine's route (rule 3).
-        var routedAccessory: AccessoryID?
+        /// The slot of the accessory it is routed to (rule 3).
+        var routedAccessory: Int?
         /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
         var inForce: AccessoryID?
         /// Rule 5's memory, for rule 4.
         var pausedByTakeOff: PausedPlayback?
         var commandSequence: UInt64 = 0
+        /// The slots of the accessories that list it (its candidate accessories).
+        var listedBy: [Int] = []
+
+        init(address: BluetoothAddress) {
+            self.address = address
+        }
     }
 
     struct PausedPlayback: Sendable {
-        var accessory: AccessoryID
+        /// The slot of the accessory it was taken off.
+        var accessory: Int
         var at: Timestamp
         var activity: Activity
     }

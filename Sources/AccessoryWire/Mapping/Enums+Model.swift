@@ -1,0 +1,179 @@
+import AccessoryModel
+
+// The enums of types.proto and their model counterparts. Inbound values that are UNSPECIFIED where a value is
+// required, or unknown to this version, become an `invalidRequest` that names the field.
+
+/// The wire list of each combination of known capabilities, indexed by raw value: built once, shared by every
+/// message (a copy of an array is free until it is changed).
+private let capabilityLists: [[Audioaccessory_V1_Capability]] = [
+    [], [.audioSwitching], [.placement], [.audioSwitching, .placement],
+]
+
+extension Array where Element == Audioaccessory_V1_Capability {
+    /// The wire list of `capabilities` (known ones only), in declaration order.
+    public init(_ capabilities: Capabilities) {
+        self = capabilityLists[Int(capabilities.intersection(.all).rawValue)]
+    }
+
+    /// The capabilities of a repeated `Capability` field named `field`.
+    public func capabilities(field: String) throws(AccessoryControlError) -> Capabilities {
+        var capabilities: Capabilities = []
+        for value in self {
+            switch value {
+            case .audioSwitching: capabilities.insert(.audioSwitching)
+            case .placement: capabilities.insert(.placement)
+            case .unspecified:
+                throw .invalidRequest(reason: "\(field) holds CAPABILITY_UNSPECIFIED, which is not a capability")
+            case .UNRECOGNIZED(let raw):
+                throw .invalidRequest(reason: "\(field) holds \(raw), which is not a known Capability")
+            }
+        }
+        return capabilities
+    }
+}
+
+extension Audioaccessory_V1_Placement {
+    /// The wire value of `placement`; UNSPECIFIED for `nil`.
+    public init(_ placement: Placement?) {
+        switch placement {
+        case nil: self = .unspecified
+        case .inEar: self = .inEar
+        case .onHead: self = .onHead
+        case .overTheEar: self = .overTheEar
+        case .offHead: self = .offHead
+        }
+    }
+
+    /// The placement; `nil` for UNSPECIFIED.
+    public func placement(field: String) throws(AccessoryControlError) -> Placement? {
+        switch self {
+        case .unspecified: nil
+        case .inEar: .inEar
+        case .onHead: .onHead
+        case .overTheEar: .overTheEar
+        case .offHead: .offHead
+        case .UNRECOGNIZED(let raw):
+            throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Placement")
+        }
+    }
+}
+
+extension Audioaccessory_V1_Activity {
+    public init(_ activity: Activity?) {
+        switch activity {
+        case nil: self = .unspecified
+        case .idle: self = .idle
+        case .media: self = .media
+        case .call: self = .call
+        }
+    }
+
+    /// The activity; `nil` for UNSPECIFIED (the report does not say).
+    public func activity(field: String) throws(AccessoryControlError) -> Activity? {
+        switch self {
+        case .unspecified: nil
+        case .idle: .idle
+        case .media: .media
+        case .call: .call
+        case .UNRECOGNIZED(let raw):
+            throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Activity")
+        }
+    }
+}
+
+extension Audioaccessory_V1_Registration {
+    public init(_ registration: Registration) {
+        switch registration {
+        case .paired: self = .paired
+        case .registered: self = .registered
+        case .invalidated: self = .invalidated
+        case .unpaired: self = .unpaired
+        }
+    }
+
+    /// The registration; UNSPECIFIED or unknown values are an error.
+    public func registration(field: String) throws(AccessoryControlError) -> Registration {
+        switch self {
+        case .paired: .paired
+        case .registered: .registered
+        case .invalidated: .invalidated
+        case .unpaired: .unpaired
+        case .unspecified: throw .invalidRequest(reason: "\(field) is REGISTRATION_UNSPECIFIED")
+        case .UNRECOGNIZED(let raw): throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Registration")
+        }
+    }
+}
+
+extension Audioaccessory_V1_Action {
+    public init(_ action: SwitchCommand.Action) {
+        switch action {
+        case .routeToAccessory: self = .routeToAccessory
+        case .pause: self = .pause
+        case .resume: self = .resume
+        case .release: self = .release
+        }
+    }
+
+    /// The action; UNSPECIFIED or unknown values are an error.
+    public func action(field: String) throws(AccessoryControlError) -> SwitchCommand.Action {
+        switch self {
+        case .routeToAccessory: .routeToAccessory
+        case .pause: .pause
+        case .resume: .resume
+        case .release: .release
+        case .unspecified: throw .invalidRequest(reason: "\(field) is ACTION_UNSPECIFIED")
+        case .UNRECOGNIZED(let raw): throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Action")
+        }
+    }
+}
+
+extension Audioaccessory_V1_Reason {
+    public init(_ reason: SwitchCommand.Reason) {
+        switch reason {
+        case .accessoryIneligible: self = .accessoryIneligible
+        case .putOn: self = .putOn
+        case .takenOff: self = .takenOff
+        case .sourceActivated: self = .sourceActivated
+        case .sourceDisconnected: self = .sourceDisconnected
+        case .registrationEnded: self = .registrationEnded
+        }
+    }
+
+    /// The reason; UNSPECIFIED or unknown values are an error.
+    public func reason(field: String) throws(AccessoryControlError) -> SwitchCommand.Reason {
+        switch self {
+        case .accessoryIneligible: .accessoryIneligible
+        case .putOn: .putOn
+        case .takenOff: .takenOff
+        case .sourceActivated: .sourceActivated
+        case .sourceDisconnected: .sourceDisconnected
+        case .registrationEnded: .registrationEnded
+        case .unspecified: throw .invalidRequest(reason: "\(field) is REASON_UNSPECIFIED")
+        case .UNRECOGNIZED(let raw): throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Reason")
+        }
+    }
+}
+
+extension Audioaccessory_V1_ErrorCode {
+    /// The wire code of a request's outcome: NONE for success.
+    public init(_ code: AccessoryControlError.Code?) {
+        switch code {
+        case nil: self = .none
+        case .accessoryNotCapable: self = .accessoryNotCapable
+        case .invalidRequest: self = .invalidRequest
+        case .invalidated: self = .invalidated
+        case .unknown: self = .unknown
+        }
+    }
+
+    /// The error kind, `nil` for NONE; UNSPECIFIED and values unknown to this version read as `unknown`.
+    public var code: AccessoryControlError.Code? {
+        switch self {
+        case .none: nil
+        case .accessoryNotCapable: .accessoryNotCapable
+        case .invalidRequest: .invalidRequest
+        case .invalidated: .invalidated
+        case .unknown, .unspecified, .UNRECOGNIZED: .unknown
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import AccessoryModel
+
+extension Audioaccessory_V1_SourceState {
+    /// The wire form of a playing device's report.
+    public init(_ report: SourceReport) {
+        self.init()
+        sequence = report.sequence
+        activity = .init(report.activity)
+        routedAccessoryID = report.routedAccessory?.rawValue ?? ""
+    }
+
+    /// The report for the routing engine; an unknown activity or a malformed accessory id is an error.
+    public func report() throws(AccessoryControlError) -> SourceReport {
+        var routed: AccessoryID?
+        if !routedAccessoryID.isEmpty {
+            guard let id = AccessoryID(routedAccessoryID) else {
+                throw .invalidRequest(
+                    reason: "routed_accessory_id '\(routedAccessoryID)' must be \(IdentifierGrammar.description)")
+            }
+            routed = id
+        }
+        return SourceReport(sequence: sequence, activity: try activity.activity(field: "activity"), routedAccessory: routed)
+    }
+}

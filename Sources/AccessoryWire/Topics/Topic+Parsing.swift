@@ -1,0 +1,126 @@
+import AccessoryModel
+
+extension Topic {
+    /// Reads a topic name under `root`, or explains what is wrong with it.
+    ///
+    /// Scans the UTF-8 bytes once, without intermediate arrays or closures: every inbound message comes through here.
+    public init(parsing name: String, under root: TopicRoot) throws(TopicError) {
+        var name = name
+        var root = root.rawValue
+        let parsed = name.withUTF8 { bytes in root.withUTF8 { Self.parse(bytes, root: $0) } }
+        switch parsed {
+        case .success(let topic): self = topic
+        case .failure(let failure): throw TopicError(topic: name, reason: failure.reason)
+        }
+    }
+
+    private struct Failure: Error {
+        var reason: String
+    }
+
+    /// The most levels a topic of the contract has after its root.
+    private static let maximumLevels = 5
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, root: UnsafeBufferPointer<UInt8>)
+        -> Result<Topic, Failure>
+    {
+        guard bytes.count > root.count, bytes[root.count] == UInt8(ascii: "/"), equal(bytes, 0, root.count, root) else {
+            return .failure(Failure(reason: "it is not under the topic root '\(String(decoding: root, as: UTF8.self))'"))
+        }
+        // Level i spans starts[i] ..< starts[i + 1] - 1.
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: maximumLevels + 1) { starts in
+            var count = 0
+            starts[0] = root.count + 1
+            var index = starts[0]
+            while index <= bytes.count {
+                if index == bytes.count || bytes[index] == UInt8(ascii: "/") {
+                    guard count < maximumLevels else { return notInContract }
+                    count += 1
+                    starts[count] = index + 1
+                }
+                index += 1
+            }
+            let levels = Levels(bytes: bytes, starts: starts, count: count)
+            return parse(levels)
+        }
+    }
+
+    private static let notInContract = Result<Topic, Failure>.failure(
+        Failure(reason: "it is not a topic of the contract (see Topic.Kind)"))
+
+    /// The levels after the root.
+    private struct Levels {
+        let bytes: UnsafeBufferPointer<UInt8>
+        let starts: UnsafeMutableBufferPointer<Int>
+        let count: Int
+
+        func level(_ index: Int) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(rebasing: bytes[starts[index]..<(starts[index + 1] - 1)])
+        }
+
+        func `is`(_ index: Int, _ word: StaticString) -> Bool {
+            let level = level(index)
+            return level.count == word.utf8CodeUnitCount
+                && equal(level, 0, level.count, UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+        }
+
+        func text(_ index: Int) -> String { String(decoding: level(index), as: UTF8.self) }
+    }
+
+    private static func parse(_ levels: Levels) -> Result<Topic, Failure> {
+        switch levels.count {
+        case 5 where levels.is(0, "hubs") && levels.is(2, "accessories") && levels.is(4, "telemetry"):
+            return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .telemetry(hub: hub, accessory: $0) } }
+        case 5 where levels.is(0, "hubs") && levels.is(2, "accessories") && levels.is(4, "result"):
+            return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .result(hub: hub, accessory: $0) } }
+        case 3 where levels.is(0, "hubs") && levels.is(2, "status"):
+            return hub(levels, 1).map { .hubStatus(hub: $0) }
+        case 3 where levels.is(0, "accessories") && levels.is(2, "state"):
+            return accessory(levels, 1).map { .accessoryState(accessory: $0) }
+        case 3 where levels.is(0, "sources") && levels.is(2, "state"):
+            return source(levels, 1).map { .sourceState(source: $0) }
+        case 3 where levels.is(0, "sources") && levels.is(2, "commands"):
+            return source(levels, 1).map { .sourceCommands(source: $0) }
+        case 2 where levels.is(0, "bridge") && levels.is(1, "status"):
+            return .success(.bridgeStatus)
+        default:
+            return notInContract
+        }
+    }
+
+    private static func hub(_ levels: Levels, _ index: Int) -> Result<HubID, Failure> {
+        guard let id = HubID(utf8: levels.level(index)) else {
+            return .failure(Failure(reason: "hub id '\(levels.text(index))' must be \(IdentifierGrammar.description)"))
+        }
+        return .success(id)
+    }
+
+    private static func accessory(_ levels: Levels, _ index: Int) -> Result<AccessoryID, Failure> {
+        guard let id = AccessoryID(utf8: levels.level(index)) else {
+            return .failure(
+                Failure(reason: "accessory id '\(levels.text(index))' must be \(IdentifierGrammar.description)"))
+        }
+        return .success(id)
+    }
+
+    private static func source(_ levels: Levels, _ index: Int) -> Result<BluetoothAddress, Failure> {
+        guard let address = BluetoothAddress(topicIDUTF8: levels.level(index)) else {
+            return .failure(
+                Failure(
+                    reason: "source id '\(levels.text(index))' must be a Bluetooth address as 12 lowercase hex "
+                        + "digits, such as 123456789abc"))
+        }
+        return .success(address)
+    }
+
+    /// Whether `bytes[from ..< to]` equals `other`.
+    private static func equal(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, _ other: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        guard to - from == other.count else { return false }
+        for offset in 0..<other.count where bytes[from + offset] != other[offset] {
+            return false
+        }
+        return true
+    }
+}

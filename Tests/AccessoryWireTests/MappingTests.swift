@@ -1,0 +1,158 @@
+import AccessoryModel
+import AccessoryWire
+import Foundation
+import Testing
+
+@Suite struct MappingTests {
+    static let headphones = AccessoryID("headphones")!
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+    static let laptop = BluetoothAddress("AB:CD:EF:01:23:45")!
+
+    static let requests: [AccessoryRequest] = [
+        .paired(name: "Studio Pro ✨", model: "SP-2", hardwareCapabilities: .all),
+        .paired(name: "", model: "", hardwareCapabilities: []),
+        .unpaired,
+        .register([.audioSwitching]),
+        .register(.all),
+        .update(Configuration(devicePlacement: .overTheEar, deviceCapabilities: .all,
+            primaryAudioSourceDeviceIdentifier: phone.data, secondaryAudioSourceDeviceIdentifier: laptop.data)),
+        .update(Configuration(deviceCapabilities: .audioSwitching)),
+        .placement(.inEar), .placement(.offHead), .placement(nil),
+        .sources(primary: phone.data, secondary: nil),
+        .sources(primary: nil, secondary: nil),
+    ]
+
+    @Test(arguments: requests)
+    func everyRequestRoundTrips(_ request: AccessoryRequest) throws {
+        let telemetry = Audioaccessory_V1_AccessoryTelemetry(request, sequence: 9, requestID: "r")
+        #expect(telemetry.sequence == 9)
+        #expect(telemetry.requestID == "r")
+        #expect(try telemetry.request(for: Self.headphones) == request)
+        // Through the wire and back, in both formats.
+        let codec = WireCodec()
+        for format in PayloadFormat.allCases {
+            let decoded = try codec.decode(
+                Audioaccessory_V1_AccessoryTelemetry.self, from: codec.encode(telemetry, as: format), format: format)
+            #expect(try decoded.request(for: Self.headphones) == request)
+        }
+    }
+
+    static let invalid: [(String, Audioaccessory_V1_AccessoryTelemetry, String)] = [
+        ("no event", .with { $0.sequence = 1 }, "carries no event; set one of paired, unpaired, register"),
+        ("another accessory in the payload", .with {
+            $0.accessoryID = "earbuds"
+            $0.unpaired = .init()
+        }, "the payload names accessory 'earbuds' but the topic names 'headphones'"),
+        ("an UNSPECIFIED capability", .with { $0.register = .with { $0.capabilities = [.audioSwitching, .unspecified] } },
+         "register.capabilities holds CAPABILITY_UNSPECIFIED, which is not a capability"),
+        ("an unknown capability", .with { $0.register = .with { $0.capabilities = [.UNRECOGNIZED(7)] } },
+         "register.capabilities holds 7, which is not a known Capability"),
+        ("an unknown hardware capability", .with { $0.paired = .with { $0.hardwareCapabilities = [.UNRECOGNIZED(3)] } },
+         "paired.hardware_capabilities holds 3"),
+        ("an unknown placement", .with { $0.placement = .with { $0.placement = .UNRECOGNIZED(9) } },
+         "placement.placement is 9, which is not a known Placement"),
+        ("an unknown placement in an update", .with { $0.update = .with { $0.devicePlacement = .UNRECOGNIZED(5) } },
+         "device_placement is 5"),
+        ("an UNSPECIFIED capability in an update", .with { $0.update = .with { $0.deviceCapabilities = [.unspecified] } },
+         "device_capabilities holds CAPABILITY_UNSPECIFIED"),
+    ]
+
+    @Test(arguments: invalid)
+    func invalidTelemetryIsAnInvalidRequest(_ name: String, _ telemetry: Audioaccessory_V1_AccessoryTelemetry, _ reason: String) {
+        let error = #expect(throws: AccessoryControlError.self, "\(name)") { try telemetry.request(for: Self.headphones) }
+        #expect(error?.code == .invalidRequest, "\(name)")
+        #expect(error?.reason.contains(reason) == true, "\(name): \(error?.reason ?? "none")")
+    }
+
+    @Test func thePayloadMayRepeatTheTopicsAccessory() throws {
+        let telemetry = Audioaccessory_V1_AccessoryTelemetry.with {
+            $0.accessoryID = "headphones"
+            $0.unpaired = .init()
+        }
+        #expect(try telemetry.request(for: Self.headphones) == .unpaired)
+    }
+
+    @Test func accessoryStateCarriesCurrentForAndTheRoute() throws {
+        let accessory = Accessory(
+            id: Self.headphones, hub: HubID("hub-1")!, registration: .registered, name: "Studio", model: "SP",
+            hardwareCapabilities: .all,
+            configuration: Configuration(devicePlacement: .onHead, deviceCapabilities: .all,
+                primaryAudioSourceDeviceIdentifier: Self.phone.data),
+            lastSequence: 12, updatedAt: Timestamp(unixMilliseconds: 1_763_790_000_123), isStale: true,
+            diagnostics: [.hubOffline(HubID("hub-1")!)])
+        let state = Audioaccessory_V1_AccessoryState(accessory, routedSource: Self.phone)
+        #expect(state.accessoryID == "headphones")
+        #expect(state.hubID == "hub-1")
+        #expect(state.registration == .registered)
+        #expect(state.name == "Studio")
+        #expect(state.model == "SP")
+        #expect(state.hardwareCapabilities == [.audioSwitching, .placement])
+        #expect(try state.configuration.configuration() == accessory.configuration)
+        #expect(state.routedSource == Self.phone.data)
+        #expect(state.lastSequence == 12)
+        #expect(state.updatedAtUnixMs == 1_763_790_000_123)
+        #expect(state.stale)
+        #expect(state.diagnostics == [Diagnostic.hubOffline(HubID("hub-1")!).description])
+        #expect(Audioaccessory_V1_AccessoryState(accessory, routedSource: nil).routedSource.isEmpty)
+    }
+
+    @Test(arguments: [nil] + AccessoryControlError.Code.allCases.map(Optional.some))
+    func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) {
+        let error = code.map { AccessoryControlError($0, reason: "because") }
+        let result = Audioaccessory_V1_RequestResult(requestID: "r-1", sequence: 3, error: error, state: nil)
+        #expect(result.requestID == "r-1")
+        #expect(result.sequence == 3)
+        #expect(result.error == (code == nil ? .none : result.error))
+        #expect(result.message == (code == nil ? "" : "because"))
+        #expect(result.controlError == error)
+        #expect(!result.hasState)
+    }
+
+    @Test func errorCodesUnknownToThisVersionReadAsUnknown() {
+        #expect(Audioaccessory_V1_ErrorCode.unspecified.code == .unknown)
+        #expect(Audioaccessory_V1_ErrorCode.UNRECOGNIZED(42).code == .unknown)
+        #expect(Audioaccessory_V1_ErrorCode.none.code == nil)
+    }
+
+    @Test(arguments: SwitchCommand.Action.allCases)
+    func switchCommandsRoundTrip(_ action: SwitchCommand.Action) throws {
+        for reason in SwitchCommand.Reason.allCases {
+            let command = SwitchCommand(
+                id: "b-123456789abc-7", sequence: 7, source: Self.phone, accessoryID: Self.headphones, action: action,
+                reason: reason, issuedAt: Timestamp(unixMilliseconds: 1_763_790_000_999))
+            let wire = Audioaccessory_V1_SwitchCommand(command)
+            #expect(wire.commandID == "b-123456789abc-7")
+            #expect(wire.accessoryID == "headphones")
+            #expect(wire.issuedAtUnixMs == 1_763_790_000_999)
+            #expect(try wire.command(for: Self.phone) == command)
+        }
+    }
+
+    @Test func sourceStatesRoundTrip() throws {
+        for activity in [nil] + Activity.allCases.map(Optional.some) {
+            for routed in [nil, Self.headphones] {
+                let report = SourceReport(sequence: 5, activity: activity, routedAccessory: routed)
+                #expect(try Audioaccessory_V1_SourceState(report).report() == report)
+            }
+        }
+        let unknown = Audioaccessory_V1_SourceState.with { $0.activity = .UNRECOGNIZED(8) }
+        #expect(throws: AccessoryControlError.invalidRequest(reason: "activity is 8, which is not a known Activity")) {
+            try unknown.report()
+        }
+        let badID = Audioaccessory_V1_SourceState.with { $0.routedAccessoryID = "a/b" }
+        #expect(throws: AccessoryControlError.self) { try badID.report() }
+    }
+
+    @Test func enumsMapOneToOne() throws {
+        for registration in Registration.allCases {
+            #expect(try Audioaccessory_V1_Registration(registration).registration(field: "r") == registration)
+        }
+        for placement in Placement.allCases {
+            #expect(try Audioaccessory_V1_Placement(placement).placement(field: "p") == placement)
+        }
+        #expect(try Audioaccessory_V1_Placement(nil).placement(field: "p") == nil)
+        #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Registration.unspecified.registration(field: "r") }
+        #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Action.unspecified.action(field: "a") }
+        #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Reason.UNRECOGNIZED(99).reason(field: "r") }
+    }
+}

@@ -1,0 +1,58 @@
+import AccessoryWire
+import Foundation
+import SwiftProtobuf
+import Testing
+
+/// The README's JSON examples are part of the contract people copy: each must decode, strictly (no unknown field),
+/// as the message its code block names.
+@Suite struct ReadmeExamplesTests {
+    struct Example: CustomTestStringConvertible, Sendable {
+        var message: String
+        var json: String
+        var line: Int
+        var testDescription: String { "\(message) at README.md:\(line)" }
+    }
+
+    /// Code blocks opened with ```` ```json audioaccessory.v1.Message ````.
+    static let examples: [Example] = {
+        guard let readme = try? RepositoryFiles.text("README.md") else { return [] }
+        var examples: [Example] = []
+        var current: (message: String, line: Int, lines: [Substring])?
+        for (number, line) in readme.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if var open = current {
+                if line.hasPrefix("```") {
+                    examples.append(Example(message: open.message, json: open.lines.joined(separator: "\n"), line: open.line))
+                    current = nil
+                } else {
+                    open.lines.append(line)
+                    current = open
+                }
+            } else if line.hasPrefix("```json ") {
+                current = (String(line.dropFirst("```json ".count)), number + 1, [])
+            }
+        }
+        return examples
+    }()
+
+    static let types: [String: any SwiftProtobuf.Message.Type] = Dictionary(
+        WireSamples.all.map { (type(of: $0.message).protoMessageName, type(of: $0.message)) }, uniquingKeysWith: { a, _ in a })
+
+    @Test func theReadmeHasExamplesOfEveryMessageAPersonPublishesOrReads() {
+        let named = Set(Self.examples.map(\.message))
+        #expect(named.isSuperset(of: [
+            "audioaccessory.v1.AccessoryTelemetry", "audioaccessory.v1.RequestResult", "audioaccessory.v1.AccessoryState",
+            "audioaccessory.v1.SourceState", "audioaccessory.v1.SwitchCommand", "audioaccessory.v1.HubStatus",
+            "audioaccessory.v1.BridgeStatus",
+        ]))
+        #expect(Self.examples.count >= 12)
+    }
+
+    @Test(arguments: examples)
+    func decodesStrictly(_ example: Example) throws {
+        let type = try #require(Self.types[example.message], "unknown message \(example.message)")
+        let message = try type.init(jsonString: example.json)
+        // Non-trivial: every example says something.
+        #expect(try message.jsonString() != "{}", "\(example.json)")
+        #expect(try PayloadFormat.detect(contentType: nil, payload: Array(example.json.utf8)) == .json)
+    }
+}

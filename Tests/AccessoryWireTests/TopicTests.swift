@@ -1,0 +1,79 @@
+import AccessoryModel
+import AccessoryWire
+import Testing
+
+@Suite struct TopicTests {
+    static let hub = HubID("hub-1")!
+    static let accessory = AccessoryID("Headphones_2")!
+    static let source = BluetoothAddress("12:34:56:78:9A:BC")!
+
+    static let topics: [(Topic, String)] = [
+        (.telemetry(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/telemetry"),
+        (.result(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/result"),
+        (.hubStatus(hub: hub), "audio/hubs/hub-1/status"),
+        (.accessoryState(accessory: accessory), "audio/accessories/Headphones_2/state"),
+        (.sourceState(source: source), "audio/sources/123456789abc/state"),
+        (.sourceCommands(source: source), "audio/sources/123456789abc/commands"),
+        (.bridgeStatus, "audio/bridge/status"),
+    ]
+
+    @Test(arguments: topics)
+    func buildsAndParsesEveryTopic(_ topic: Topic, _ name: String) throws {
+        #expect(topic.name(under: .default) == name)
+        #expect(try Topic(parsing: name, under: .default) == topic)
+
+        let root = try #require(TopicRoot("site-7/audio"))
+        let rooted = topic.name(under: root)
+        #expect(rooted == "site-7/" + name)
+        #expect(try Topic(parsing: rooted, under: root) == topic)
+    }
+
+    @Test func everyKindHasItsFilter() {
+        let filters = Topic.Kind.allCases.map { $0.filter(under: .default) }
+        #expect(filters == [
+            "audio/hubs/+/accessories/+/telemetry", "audio/hubs/+/accessories/+/result", "audio/hubs/+/status",
+            "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
+        ])
+        for (topic, _) in Self.topics {
+            #expect(Topic.Kind.allCases.contains(topic.kind))
+        }
+    }
+
+    static let malformed: [(String, String)] = [
+        ("other/hubs/hub-1/status", "not under the topic root 'audio'"),
+        ("audio", "not under the topic root"),
+        ("audio/", "not a topic of the contract"),
+        ("audiox/hubs/hub-1/status", "not under the topic root"),
+        ("audio/hubs/hub-1", "not a topic of the contract"),
+        ("audio/hubs/hub-1/status/extra", "not a topic of the contract"),
+        ("audio/hubs//status", "hub id '' must be 1–64 characters"),
+        ("audio/hubs/hub 1/status", "hub id 'hub 1' must be"),
+        ("audio/hubs/+/status", "hub id '+' must be"),
+        ("audio/hubs/hub-1/accessories/" + String(repeating: "a", count: 65) + "/telemetry", "accessory id 'aaaa"),
+        ("audio/hubs/hub-1/accessories/héad/telemetry", "accessory id 'héad' must be"),
+        ("audio/hubs/hub-1/accessories/hp/telemetry/", "not a topic of the contract"),
+        ("audio/hubs/hub-1/accessories/hp/commands", "not a topic of the contract"),
+        ("audio/accessories/hp", "not a topic of the contract"),
+        ("audio/sources/123456789ABC/state", "source id '123456789ABC' must be a Bluetooth address as 12 lowercase"),
+        ("audio/sources/12:34:56:78:9a:bc/commands", "source id '12:34:56:78:9a:bc' must be a Bluetooth address"),
+        ("audio/sources/123456789ab/state", "source id '123456789ab'"),
+        ("audio/bridge/state", "not a topic of the contract"),
+    ]
+
+    @Test(arguments: malformed)
+    func explainsWhatIsWrong(_ name: String, _ reason: String) {
+        let error = #expect(throws: TopicError.self) { try Topic(parsing: name, under: .default) }
+        #expect(error?.topic == name)
+        #expect(error?.reason.contains(reason) == true, "\(error?.description ?? "no error")")
+    }
+
+    @Test(arguments: ["audio", "a/b/c", "site_1/audio-2", String(repeating: "r", count: 128)])
+    func acceptsRoots(_ root: String) {
+        #expect(TopicRoot(root)?.rawValue == root)
+    }
+
+    @Test(arguments: ["", "/audio", "audio/", "a//b", "audio/+", "audio/#", "$SYS", "a\u{0}b", String(repeating: "r", count: 129)])
+    func rejectsRoots(_ root: String) {
+        #expect(TopicRoot(root) == nil)
+    }
+}
