@@ -37,9 +37,11 @@ check-generated: deps
 vectors:
 	AUDIO_UPDATE_VECTORS=1 $(SWIFT) test --filter GoldenVectorTests
 
-## bench: the release-build pipeline benchmark (decode -> model -> routing -> encode, one core)
+## bench: the release-build pipeline benchmark (decode -> model -> routing -> encode, one core), built with
+## whole-program cross-module optimization in its own build folder; `make bench ARGS="1000000 10000 3 --stages"`
 bench: deps
-	$(SWIFT) run -c release pipeline-benchmark
+	$(SWIFT) build -c release --product pipeline-benchmark --scratch-path .build-bench -Xswiftc -cross-module-optimization
+	.build-bench/release/pipeline-benchmark $(ARGS)
 
 clean:
 	$(SWIFT) package clean
