@@ -284,14 +284,15 @@ public struct AccessoryStateMachine: Sendable {
     @discardableResult
     private mutating func refreshDiagnostics(at now: Timestamp) -> Bool {
         guard let accessory else { return false }
+        let grace = policy.diagnosticsGracePeriod
+        let due = accessory.registration == .registered && accessory.registeredAt.map { now >= $0 + grace } == true
+        // The common case: nothing to raise and nothing raised.
+        if !accessory.isStale && !due && accessory.diagnostics.isEmpty { return false }
         var diagnostics: [Diagnostic] = []
         if accessory.isStale {
             diagnostics.append(.hubOffline(accessory.hub))
         }
-        let grace = policy.diagnosticsGracePeriod
-        if accessory.registration == .registered, let registeredAt = accessory.registeredAt,
-            now >= registeredAt + grace
-        {
+        if due {
             let configuration = accessory.configuration
             if configuration.deviceCapabilities.contains(.placement), configuration.devicePlacement == nil {
                 diagnostics.append(.placementNotReported(after: grace))

@@ -335,11 +335,11 @@ public struct RoutingEngine: Sendable {
     ) {
         sources[source].commandSequence += 1
         let sequence = sources[source].commandSequence
-        let address = sources[source].address
         output.commands.append(
             SwitchCommand(
-                id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
-                accessoryID: accessories[accessory].view.id, action: action, reason: reason, issuedAt: now))
+                id: sources[source].commandIDPrefix + String(sequence), sequence: sequence,
+                source: sources[source].address, accessoryID: accessories[accessory].view.id, action: action,
+                reason: reason, issuedAt: now))
     }
 
     /// The slot of `address`, created on first sight.
@@ -347,7 +347,7 @@ public struct RoutingEngine: Sendable {
         if let slot = sourceSlots[address] { return slot }
         let slot = sources.count
         sourceSlots[address] = slot
-        sources.append(SourceEntry(address: address))
+        sources.append(SourceEntry(address: address, commandIDPrefix: "\(instanceID)-\(address.topicID)-"))
         return slot
     }
 
@@ -383,11 +383,14 @@ extension RoutingEngine {
         /// Rule 5's memory, for rule 4.
         var pausedByTakeOff: PausedPlayback?
         var commandSequence: UInt64 = 0
+        /// `{engine instance}-{source}-`: a command's id is this and its sequence.
+        let commandIDPrefix: String
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy: [Int] = []
 
-        init(address: BluetoothAddress) {
+        init(address: BluetoothAddress, commandIDPrefix: String) {
             self.address = address
+            self.commandIDPrefix = commandIDPrefix
         }
     }
 
