@@ -6,7 +6,7 @@ APT_PACKAGES := pkg-config protobuf-compiler protobuf-c-compiler libprotobuf-c-d
                 libmosquitto-dev mosquitto mosquitto-clients
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test build generate check-generated vectors bench clean
+.PHONY: deps run test build generate check-generated vectors bench clean
 
 ## deps: install the Debian packages that are missing (nothing when all are present)
 deps:
@@ -17,8 +17,17 @@ deps:
 	    $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
 	fi
 
-## test: every test (unit, cross-language, integration)
+## run: build, start a local mosquitto (deploy/mosquitto/dev.conf) and the bridge; Ctrl-C stops both.
+## Bridge options go in ARGS, e.g. `make run ARGS="--payload-format json --log-level debug"`.
+run: deps
+	$(SWIFT) build --product accessory-bridge
+	$(SWIFT) build --product accessoryctl
+	scripts/run.sh $(ARGS)
+
+## test: every test (unit, cross-language, integration against a real mosquitto); builds the executables the
+## integration tests run
 test: deps
+	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
 ## build: debug build of everything

@@ -8,10 +8,21 @@ let package = Package(
         .library(name: "AccessoryModel", targets: ["AccessoryModel"]),
         .library(name: "AccessoryWire", targets: ["AccessoryWire"]),
         .library(name: "CAccessoryWire", targets: ["CAccessoryWire"]),
+        .library(name: "MQTTClient", targets: ["MQTTClient"]),
+        .library(name: "AccessoryBridge", targets: ["AccessoryBridge"]),
+        .library(name: "AccessoryControl", targets: ["AccessoryControl"]),
+        .executable(name: "accessory-bridge", targets: ["accessory-bridge"]),
+        .executable(name: "accessoryctl", targets: ["accessoryctl"]),
     ],
     dependencies: [
         // Pinned exactly: the committed generated code is tied to this version (see `make generate`).
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // Pure value types and state machines: AudioAccessoryKit's model and the routing engine.
@@ -40,11 +51,80 @@ let package = Package(
             providers: [.apt(["libprotobuf-c-dev"])]
         ),
 
+        // libmosquitto, as a system library; MQTTClient is the only module that imports it.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        // An async MQTT 5 client over libmosquitto.
+        .target(
+            name: "MQTTClient",
+            dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
+        ),
+
+        // The bridge: MQTT in, model and routing, MQTT out, as one Service.
+        .target(
+            name: "AccessoryBridge",
+            dependencies: [
+                "AccessoryModel", "AccessoryWire", "MQTTClient",
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "accessory-bridge",
+            dependencies: [
+                "AccessoryBridge",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // AudioAccessoryKit's AccessoryControlDevice API over MQTT, for Swift hubs and companion software.
+        .target(
+            name: "AccessoryControl",
+            dependencies: [
+                "AccessoryModel", "AccessoryWire", "MQTTClient", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "accessoryctl",
+            dependencies: [
+                "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // The seeds' code samples, compiled against AccessoryControl and run against a real bridge.
+        .executableTarget(
+            name: "companion-example",
+            dependencies: [
+                "AccessoryControl", "AccessoryModel", "MQTTClient", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/CompanionApp"
+        ),
+
         // Release-build throughput benchmark: decode -> model -> routing -> encode on one core.
         .executableTarget(
             name: "pipeline-benchmark",
             dependencies: ["AccessoryModel", "AccessoryWire"],
             path: "Benchmarks/PipelineBenchmark"
+        ),
+
+        // Load smoke: telemetry from a separate process through a real broker and bridge (scripts/load-smoke.sh).
+        .executableTarget(
+            name: "load-smoke",
+            dependencies: [
+                "AccessoryModel", "AccessoryWire", "MQTTClient", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/LoadSmoke"
         ),
 
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
@@ -53,8 +133,29 @@ let package = Package(
             dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],
             exclude: ["Vectors"]
         ),
-        // What several test targets share (a seeded random number generator).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "MQTTClientTests", dependencies: ["MQTTClient", "TestSupport"]),
+        .testTarget(
+            name: "AccessoryBridgeTests",
+            dependencies: [
+                "AccessoryBridge", "TestSupport", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        .testTarget(name: "AccessoryBridgeCommandTests", dependencies: ["accessory-bridge"]),
+        // The bridge, its client and its tools against a real mosquitto.
+        .testTarget(
+            name: "BridgeIntegrationTests",
+            dependencies: [
+                "AccessoryBridge", "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // What several test targets share: a seeded random number generator, a real mosquitto on a free port.
+        .target(
+            name: "TestSupport",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestSupport"
+        ),
         // C helpers for the cross-language tests: builds each message with protobuf-c, and renders
         // protobuf-c's decoding as canonical JSON.
         .target(name: "CWireFixtures", dependencies: ["CAccessoryWire"], path: "Tests/CWireFixtures"),

@@ -64,6 +64,16 @@ import Testing
         #expect(error?.reason.contains(reason) == true, "\(name): \(error?.reason ?? "none")")
     }
 
+    @Test func anEventFromANewerSchemaIsUnknown() throws {
+        // Field 20, length-delimited, empty: what a newer hub's new event would look like to this version.
+        let bytes: [UInt8] = [0x08, 0x07, 0xA2, 0x01, 0x00]
+        let telemetry = try WireCodec().decode(Audioaccessory_V1_AccessoryTelemetry.self, from: bytes, format: .protobuf)
+        #expect(telemetry.sequence == 7)
+        let error = #expect(throws: AccessoryControlError.self) { try telemetry.request(for: Self.headphones) }
+        #expect(error?.code == .unknown)
+        #expect(error?.reason.contains("fields this bridge does not know") == true)
+    }
+
     @Test func thePayloadMayRepeatTheTopicsAccessory() throws {
         let telemetry = Audioaccessory_V1_AccessoryTelemetry.with {
             $0.accessoryID = "headphones"

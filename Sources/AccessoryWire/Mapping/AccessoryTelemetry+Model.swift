@@ -4,13 +4,19 @@ extension Audioaccessory_V1_AccessoryTelemetry {
     /// The model request this telemetry carries, for the accessory its topic names.
     ///
     /// Fails with `invalidRequest` when the payload names another accessory, carries no event, or holds enum
-    /// values that are UNSPECIFIED where one is required or unknown to this version.
+    /// values that are UNSPECIFIED where one is required or unknown to this version; with `unknown` when its only
+    /// content is fields this version does not know.
     public func request(for accessory: AccessoryID) throws(AccessoryControlError) -> AccessoryRequest {
         guard accessoryID.isEmpty || accessoryID == accessory.rawValue else {
             throw .invalidRequest(
                 reason: "the payload names accessory '\(accessoryID)' but the topic names '\(accessory)'")
         }
         switch event {
+        case nil where !unknownFields.data.isEmpty:
+            // Fields of a newer schema (an event this version does not know): not the hub's mistake.
+            throw .unknown(
+                reason: "the telemetry carries only fields this bridge does not know (an event from a newer "
+                    + "schema?); upgrade the bridge")
         case nil:
             throw .invalidRequest(
                 reason: "the telemetry carries no event; set one of paired, unpaired, register, update, placement, "

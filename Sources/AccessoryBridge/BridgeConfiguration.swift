@@ -1,0 +1,27 @@
+import AccessoryModel
+import AccessoryWire
+import MQTTClient
+
+/// Everything the bridge can be told, with the defaults it uses when it is not.
+public struct BridgeConfiguration: Sendable {
+    /// The broker connection (host, port, client id, credentials, TLS). The bridge sets the will itself.
+    public var mqtt: MQTTConfiguration
+    /// The first levels of every topic.
+    public var topicRoot: TopicRoot = .default
+    /// How long after taking an accessory off putting it back on also resumes playback (routing rule 4).
+    public var resumeWindow: Duration = .seconds(15)
+    /// How long a declared capability may go unreported before it gets a diagnostic.
+    public var diagnosticsGracePeriod: Duration = .seconds(30)
+    /// The format of commands, and of states and results that no request's format decides.
+    public var payloadFormat: PayloadFormat = .protobuf
+    /// The largest inbound payload accepted, in bytes.
+    public var maximumPayloadSize: Int = 64 * 1024
+    /// The bridge's version, in its BridgeStatus.
+    public var version: String = "0.1.0"
+    /// How often the timer loop looks for due deadlines at the latest (it sleeps less when one is due sooner).
+    public var timerGranularity: Duration = .milliseconds(250)
+
+    public init(mqtt: MQTTConfiguration) {
+        self.mqtt = mqtt
+    }
+}

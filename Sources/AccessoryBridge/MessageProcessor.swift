@@ -1,0 +1,325 @@
+import AccessoryModel
+import AccessoryWire
+import CoreMetrics
+import Logging
+import MQTTClient
+import SwiftProtobuf
+import Synchronization
+
+/// What the bridge does with each message: read it, apply it to the accessory's lane and the routing engine, and
+/// publish what follows. Runs on libmosquitto's network thread (one message at a time) and, for deadlines, on the
+/// timer loop; the lanes and the routing lock keep the two apart.
+///
+/// Bad input never changes state: it gets a clear result where the topic names an accessory, a log line with the
+/// topic, and a counter.
+final class MessageProcessor: Sendable {
+    private let root: TopicRoot
+    private let codec: WireCodec
+    private let defaultFormat: PayloadFormat
+    private let clock: WallClock
+    private let logger: Logger
+    private let metrics: BridgeMetrics
+    private let outbox: Outbox
+    private let lanes: AccessoryLanes
+    private let routing: Mutex<RoutingState>
+    let scheduler = DeadlineScheduler()
+
+    private struct RoutingState: Sendable {
+        var engine: RoutingEngine
+        var scheduledDeadline: Timestamp?
+    }
+
+    init(
+        configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
+        logger: Logger, metrics factory: any MetricsFactory
+    ) {
+        root = configuration.topicRoot
+        codec = WireCodec(maximumPayloadSize: configuration.maximumPayloadSize)
+        defaultFormat = configuration.payloadFormat
+        self.clock = clock
+        self.logger = logger
+        let metrics = BridgeMetrics(factory: factory)
+        self.metrics = metrics
+        outbox = Outbox(
+            publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
+            metrics: metrics, logger: logger)
+        var policy = AccessoryStateMachine.Policy()
+        policy.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
+        lanes = AccessoryLanes(policy: policy)
+        routing = Mutex(
+            RoutingState(
+                engine: RoutingEngine(
+                    policy: .init(resumeWindow: configuration.resumeWindow), instanceID: instanceID)))
+    }
+
+    var outboxForStatus: Outbox { outbox }
+
+    // MARK: - Inbound
+
+    /// Handles one inbound message.
+    func handle(_ message: MQTTMessage) {
+        let topic: Topic
+        do {
+            topic = try Topic(parsing: message.topic, under: root)
+        } catch {
+            metrics.refused[.topic]?.increment()
+            logger.warning(
+                "refused a message on a topic outside the contract",
+                metadata: ["mqtt.topic": "\(message.topic)", "reason": "\(error.reason)"])
+            return
+        }
+        switch topic {
+        case .telemetry(let hub, let accessory):
+            metrics.received["telemetry"]?.increment()
+            telemetry(message, hub: hub, accessory: accessory)
+        case .hubStatus(let hub):
+            metrics.received["hub_status"]?.increment()
+            hubStatus(message, hub: hub)
+        case .sourceState(let source):
+            metrics.received["source_state"]?.increment()
+            sourceState(message, source: source)
+        case .result, .accessoryState, .sourceCommands, .bridgeStatus:
+            logger.debug("ignored a message the bridge does not consume", metadata: ["mqtt.topic": "\(message.topic)"])
+        }
+    }
+
+    private func telemetry(_ message: MQTTMessage, hub: HubID, accessory id: AccessoryID) {
+        let now = clock.now
+        let format: PayloadFormat
+        let telemetry: Audioaccessory_V1_AccessoryTelemetry
+        do {
+            format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+        } catch {
+            refuse(message, .contentType, error.reason)
+            answer(message, hub: hub, accessory: id, requestID: "", sequence: 0, .invalidRequest(reason: error.reason),
+                format: defaultFormat)
+            return
+        }
+        do {
+            telemetry = try codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: message.payload, format: format)
+        } catch {
+            refuse(message, Self.refusal(error), error.reason)
+            answer(message, hub: hub, accessory: id, requestID: "", sequence: 0, .invalidRequest(reason: error.reason),
+                format: format)
+            return
+        }
+        let request: AccessoryRequest
+        do {
+            request = try telemetry.request(for: id)
+        } catch {
+            refuse(message, .value, error.reason)
+            answer(message, hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error,
+                format: format)
+            return
+        }
+
+        // Only a pairing can bring an accessory into existence; anything else about an unknown one fails in a
+        // throwaway machine, so bad input cannot grow the bridge's state.
+        let lane: AccessoryLane
+        if let existing = lanes.existing(id) {
+            lane = existing
+        } else if case .paired = request {
+            lane = lanes.lane(for: id)
+        } else {
+            var unknown = AccessoryStateMachine(id: id)
+            let error: AccessoryControlError
+            do {
+                try unknown.apply(request, sequence: telemetry.sequence, from: hub, at: now)
+                error = .unknown(reason: "accessory \(id) was created by a request other than a pairing")
+            } catch let failure {
+                error = failure
+            }
+            answer(message, hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence,
+                error, format: format)
+            return
+        }
+
+        let rerouted: [AccessoryID] = lane.withLock { state in
+            var rerouted: [AccessoryID] = []
+            let error: AccessoryControlError?
+            var stateBytes: [UInt8]?
+            do throws(AccessoryControlError) {
+                let accessory = try state.machine.apply(request, sequence: telemetry.sequence, from: hub, at: now)
+                error = nil
+                let routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &rerouted)
+                stateBytes = outbox.publishState(accessory, routedSource: routedSource, as: format)
+                reschedule(&state)
+            } catch let failure {
+                error = failure
+                logger.info(
+                    "request failed",
+                    metadata: [
+                        "accessory.id": "\(id)", "hub.id": "\(hub)", "request": "\(request.name)",
+                        "error": "\(failure.code.rawValue)", "reason": "\(failure.reason)",
+                    ])
+            }
+            let current = state.machine.accessory
+            outbox.publishResult(
+                hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error: error,
+                state: current.map { ($0, routedSource(of: id), stateBytes) }, format: format,
+                replyTo: message.properties)
+            return rerouted
+        }
+        if lane.withLock({ $0.machine.accessory == nil }) {
+            lanes.remove(id)
+        }
+        republish(rerouted, except: id, at: now)
+    }
+
+    private func hubStatus(_ message: MQTTMessage, hub: HubID) {
+        // An empty payload is a HubStatus with every field at its default: offline (which is also what clearing a
+        // hub's retained status should mean).
+        let status: Audioaccessory_V1_HubStatus
+        do {
+            status = try read(Audioaccessory_V1_HubStatus.self, from: message)
+        } catch {
+            refuse(message, Self.refusal(error), error.reason)
+            return
+        }
+        let now = clock.now
+        logger.info("hub status", metadata: ["hub.id": "\(hub)", "online": "\(status.online)"])
+        var rerouted: [AccessoryID] = []
+        for lane in lanes.all {
+            let changed: [AccessoryID] = lane.withLock { state in
+                guard let accessory = state.machine.hubAvailabilityChanged(hub, online: status.online, at: now) else {
+                    return []
+                }
+                var changed: [AccessoryID] = []
+                let routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &changed)
+                outbox.publishState(accessory, routedSource: routedSource, as: defaultFormat)
+                reschedule(&state)
+                return changed.filter { $0 != accessory.id }
+            }
+            rerouted += changed
+        }
+        republish(rerouted, except: nil, at: now)
+    }
+
+    private func sourceState(_ message: MQTTMessage, source: BluetoothAddress) {
+        // An empty payload is a SourceState that says nothing (no activity, no route): it changes nothing.
+        let report: SourceReport
+        do {
+            report = try read(Audioaccessory_V1_SourceState.self, from: message).report()
+        } catch let error as WireError {
+            refuse(message, Self.refusal(error), error.reason)
+            return
+        } catch let error as AccessoryControlError {
+            refuse(message, .value, error.reason)
+            return
+        } catch {
+            refuse(message, .value, "\(error)")
+            return
+        }
+        let now = clock.now
+        let rerouted: [AccessoryID] = routing.withLock { routing in
+            let output = routing.engine.sourceReported(report, from: source, at: now)
+            output.commands.forEach(outbox.publishCommand)
+            reschedule(&routing)
+            return output.rerouted
+        }
+        republish(rerouted, except: nil, at: now)
+    }
+
+    // MARK: - Time
+
+    /// Raises what came due at `now`: diagnostics of accessories, the end of resume windows.
+    func tick() {
+        let now = clock.now
+        for owner in scheduler.takeDue(at: now) {
+            switch owner {
+            case .routing:
+                routing.withLock { routing in
+                    routing.scheduledDeadline = nil
+                    _ = routing.engine.tick(at: now)
+                    reschedule(&routing)
+                }
+            case .accessory(let id):
+                lanes.existing(id)?.withLock { state in
+                    state.scheduledDeadline = nil
+                    if let accessory = state.machine.tick(at: now) {
+                        outbox.publishState(accessory, routedSource: routedSource(of: id), as: defaultFormat)
+                    }
+                    reschedule(&state)
+                }
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Runs the routing engine for a changed accessory and publishes its commands, in order, under the routing
+    /// lock. Returns the accessory's routed source and collects the accessories whose route changed.
+    private func route(_ view: RoutingAccessory, at now: Timestamp, rerouted: inout [AccessoryID]) -> BluetoothAddress? {
+        routing.withLock { routing in
+            let output = routing.engine.accessoryChanged(view, at: now)
+            output.commands.forEach(outbox.publishCommand)
+            reschedule(&routing)
+            rerouted = output.rerouted
+            return routing.engine.routedSource(for: view.id)
+        }
+    }
+
+    private func routedSource(of id: AccessoryID) -> BluetoothAddress? {
+        routing.withLock { $0.engine.routedSource(for: id) }
+    }
+
+    /// Publishes again the state of accessories whose routed source changed, each under its own lane.
+    private func republish(_ ids: [AccessoryID], except skipped: AccessoryID?, at now: Timestamp) {
+        for id in ids where id != skipped {
+            lanes.existing(id)?.withLock { state in
+                guard let accessory = state.machine.accessory else { return }
+                outbox.publishState(accessory, routedSource: routedSource(of: id), as: defaultFormat)
+            }
+        }
+    }
+
+    private func reschedule(_ state: inout AccessoryLane.State) {
+        let next = state.machine.nextDeadline
+        guard next != state.scheduledDeadline else { return }
+        state.scheduledDeadline = next
+        if let next {
+            scheduler.schedule(.accessory(state.machine.id), at: next)
+        }
+    }
+
+    private func reschedule(_ routing: inout RoutingState) {
+        let next = routing.engine.nextDeadline
+        guard next != routing.scheduledDeadline else { return }
+        routing.scheduledDeadline = next
+        if let next {
+            scheduler.schedule(.routing, at: next)
+        }
+    }
+
+    /// Decodes a message's payload in the format its content type or first byte says.
+    private func read<M: SwiftProtobuf.Message>(_ type: M.Type, from message: MQTTMessage) throws(WireError) -> M {
+        let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+        return try codec.decode(M.self, from: message.payload, format: format)
+    }
+
+    /// The answer to telemetry that never reached a lane.
+    private func answer(
+        _ message: MQTTMessage, hub: HubID, accessory id: AccessoryID, requestID: String, sequence: UInt64,
+        _ error: AccessoryControlError, format: PayloadFormat
+    ) {
+        let current = lanes.existing(id)?.withLock { $0.machine.accessory }
+        outbox.publishResult(
+            hub: hub, accessory: id, requestID: requestID, sequence: sequence, error: error,
+            state: current.map { ($0, routedSource(of: id), nil) }, format: format, replyTo: message.properties)
+    }
+
+    private func refuse(_ message: MQTTMessage, _ reason: BridgeMetrics.Refusal, _ explanation: String) {
+        metrics.refused[reason]?.increment()
+        logger.warning(
+            "refused a message", metadata: ["mqtt.topic": "\(message.topic)", "reason": "\(explanation)"])
+    }
+
+    private static func refusal(_ error: WireError) -> BridgeMetrics.Refusal {
+        switch error.kind {
+        case .unsupportedContentType: .contentType
+        case .tooLarge: .tooLarge
+        case .malformedProtobuf: .protobuf
+        case .malformedJSON: .json
+        }
+    }
+}

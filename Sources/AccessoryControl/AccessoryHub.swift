@@ -1,0 +1,245 @@
+import AccessoryModel
+import AccessoryWire
+import Logging
+import MQTTClient
+import Synchronization
+
+/// A hub's connection to the bridge: it announces the hub (a retained HubStatus, offline by its will; see
+/// ``Options/announcesStatus``), sends each
+/// accessory's telemetry with a sequence and a request id, and waits for the bridge's RequestResult through MQTT 5
+/// request/response (a response topic of its own and correlation data).
+///
+/// ``AccessoryControlDevice`` is the AudioAccessoryKit-shaped API on top; ``pair(_:name:model:hardwareCapabilities:)``
+/// stands in for AccessorySetupKit.
+public final class AccessoryHub: Sendable {
+    /// How a hub connects and talks.
+    public struct Options: Sendable {
+        public var topicRoot: TopicRoot = .default
+        /// How long to wait for the bridge's answer before failing with `.unknown`.
+        public var timeout: Duration = .seconds(5)
+        /// The format of the telemetry this hub sends (the bridge answers in the same format).
+        public var payloadFormat: PayloadFormat = .protobuf
+        /// Whether this connection speaks for the hub's availability: a retained HubStatus online when connected and
+        /// offline when stopped or lost (its will). A hub's long-lived process does; a one-shot tool acting for the
+        /// hub must not, or every exit would mark the hub's accessories stale.
+        public var announcesStatus = true
+
+        public init() {}
+    }
+
+    /// What the bridge last said about an accessory (`AccessoryControlDevice.current(for:)` reads it).
+    public struct Report: Sendable {
+        public var registration: Registration
+        public var configuration: Configuration
+        /// The state as the bridge sent it.
+        public var state: Audioaccessory_V1_AccessoryState
+    }
+
+    public let hubID: HubID
+    private let options: Options
+    private let client: MQTTClient
+    private let responseTopic: String
+    private let codec = WireCodec()
+    private let logger: Logger
+    private let pending = Mutex<[[UInt8]: CheckedContinuation<Result<Audioaccessory_V1_RequestResult, AccessoryControlError>, Never>]>([:])
+    private let reports = Mutex<[AccessoryID: Report]>([:])
+    private let sequences = Mutex<[AccessoryID: UInt64]>([:])
+    private let requestCounter = Atomic<UInt64>(0)
+
+    /// Creates the hub's connection; call ``start()`` to connect.
+    public init(hubID: HubID, mqtt: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(MQTTError) {
+        self.hubID = hubID
+        self.options = options
+        self.logger = logger
+        let token = String(UInt64.random(in: .min ... .max), radix: 16)
+        responseTopic = "\(options.topicRoot)/hubs/\(hubID)/responses/\(token)"
+        var mqtt = mqtt
+        if options.announcesStatus {
+            mqtt.will = Self.status(online: false, of: hubID, options: options)
+        }
+        let box = HandlerBox()
+        client = try MQTTClient(
+            configuration: mqtt, logger: logger, onMessage: { box.hub?.receive($0) },
+            onEvent: { event in
+                if case .connected = event, options.announcesStatus {
+                    _ = try? box.hub?.client.publish(Self.status(online: true, of: hubID, options: options))
+                }
+            })
+        box.hub = self
+    }
+
+    /// Connects, waits until the broker accepted the connection, and announces the hub online.
+    public func start() async throws(MQTTError) {
+        try client.subscribe(responseTopic, qos: .atLeastOnce)
+        try client.start()
+        try await client.waitUntilConnected()
+    }
+
+    /// Announces the hub offline (when it announces its status) and disconnects.
+    public func stop() async {
+        if options.announcesStatus {
+            _ = try? client.publish(Self.status(online: false, of: hubID, options: options))
+        }
+        await client.disconnect()
+        client.close()
+    }
+
+    /// The hub's retained HubStatus.
+    private static func status(online: Bool, of hub: HubID, options: Options) -> MQTTMessage {
+        let status = Audioaccessory_V1_HubStatus.with {
+            $0.online = online
+            $0.sinceUnixMs = WallClock.system.now.unixMilliseconds
+        }
+        return MQTTMessage(
+            topic: Topic.hubStatus(hub: hub).name(under: options.topicRoot),
+            payload: WireCodec().encode(status, as: options.payloadFormat), qos: .atLeastOnce, retain: true,
+            properties: MQTTProperties(contentType: options.payloadFormat.contentType))
+    }
+
+    // MARK: - AccessorySetupKit's part
+
+    /// Reports that AccessorySetupKit pairing finished, and returns the accessory to register.
+    public func pair(
+        _ id: AccessoryID, name: String, model: String, hardwareCapabilities: Capabilities
+    ) async throws(AccessoryControlError) -> PairedAccessory {
+        _ = try await send(.paired(name: name, model: model, hardwareCapabilities: hardwareCapabilities), for: id)
+        return PairedAccessory(id: id, hub: self)
+    }
+
+    /// The accessory was removed: its registration ends.
+    public func unpair(_ accessory: PairedAccessory) async throws(AccessoryControlError) {
+        _ = try await send(.unpaired, for: accessory.id)
+    }
+
+    /// A paired accessory by id, for an accessory paired earlier (for example by another run of this program).
+    public func accessory(_ id: AccessoryID) -> PairedAccessory {
+        PairedAccessory(id: id, hub: self)
+    }
+
+    // MARK: - Partial updates (PlacementReport and SourcesReport)
+
+    /// Reports the placement alone (`nil`: none).
+    public func report(placement: Placement?, for accessory: PairedAccessory) async throws(AccessoryControlError) {
+        _ = try await send(.placement(placement), for: accessory.id)
+    }
+
+    /// Reports the connected audio sources alone.
+    public func report(
+        primary: BluetoothAddress?, secondary: BluetoothAddress?, for accessory: PairedAccessory
+    ) async throws(AccessoryControlError) {
+        _ = try await send(.sources(primary: primary?.data, secondary: secondary?.data), for: accessory.id)
+    }
+
+    /// `AccessoryControlDevice.register(_:_:)`, with its error typed.
+    public func register(_ accessory: PairedAccessory, _ capabilities: Capabilities) async throws(AccessoryControlError) {
+        _ = try await send(.register(capabilities), for: accessory.id)
+    }
+
+    /// `AccessoryControlDevice.update(_:)` without a device: for tools that have not read the state first.
+    public func update(_ configuration: Configuration, for accessory: PairedAccessory) async throws(AccessoryControlError) {
+        _ = try await send(.update(configuration), for: accessory.id)
+    }
+
+    /// What the bridge last said about `id` to this hub.
+    public func lastKnownState(of id: AccessoryID) -> Report? {
+        reports.withLock { $0[id] }
+    }
+
+    // MARK: - Request and response
+
+    /// Sends one request and waits for its result; a result with an error throws it.
+    @discardableResult
+    func send(_ request: AccessoryRequest, for id: AccessoryID) async throws(AccessoryControlError)
+        -> Audioaccessory_V1_RequestResult
+    {
+        let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let requestID = "\(hubID)-\(number)"
+        let correlation = Array(requestID.utf8)
+        let telemetry = Audioaccessory_V1_AccessoryTelemetry(request, sequence: nextSequence(for: id), requestID: requestID)
+        let message = MQTTMessage(
+            topic: Topic.telemetry(hub: hubID, accessory: id).name(under: options.topicRoot),
+            payload: codec.encode(telemetry, as: options.payloadFormat), qos: .atLeastOnce,
+            properties: MQTTProperties(
+                contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
+                correlationData: correlation))
+        let timeout = options.timeout
+        let outcome = await withCheckedContinuation { continuation in
+            pending.withLock { $0[correlation] = continuation }
+            do {
+                try client.publish(message)
+            } catch {
+                finish(correlation, with: .failure(.unknown(reason: "cannot send the request: \(error)")))
+                return
+            }
+            // Client side, one request at a time: a timer task per request is fine here.
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                self?.finish(
+                    correlation,
+                    with: .failure(.unknown(reason: "the bridge did not answer \(request.name) within \(timeout)")))
+            }
+        }
+        let result = try outcome.get()
+        if result.hasState, let report = try? Report(result.state) {
+            reports.withLock { $0[id] = report }
+        }
+        if let error = result.controlError {
+            throw error
+        }
+        return result
+    }
+
+    private func receive(_ message: MQTTMessage) {
+        guard message.topic == responseTopic, let correlation = message.properties.correlationData else { return }
+        do {
+            let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+            let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
+            finish(correlation, with: .success(result))
+        } catch {
+            logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])
+            finish(correlation, with: .failure(.unknown(reason: "the bridge's answer is unreadable: \(error)")))
+        }
+    }
+
+    private func finish(_ correlation: [UInt8], with outcome: Result<Audioaccessory_V1_RequestResult, AccessoryControlError>) {
+        pending.withLock { $0.removeValue(forKey: correlation) }?.resume(returning: outcome)
+    }
+
+    /// Sequences increase per accessory, starting from the wall clock in milliseconds, so that they keep increasing
+    /// across restarts of the hub.
+    private func nextSequence(for id: AccessoryID) -> UInt64 {
+        let now = UInt64(max(0, WallClock.system.now.unixMilliseconds))
+        return sequences.withLock { sequences in
+            let next = max(sequences[id, default: 0] + 1, now)
+            sequences[id] = next
+            return next
+        }
+    }
+}
+
+extension AccessoryHub: Hashable {
+    public static func == (lhs: AccessoryHub, rhs: AccessoryHub) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+extension AccessoryHub.Report {
+    init(_ state: Audioaccessory_V1_AccessoryState) throws(AccessoryControlError) {
+        self.init(
+            registration: try state.registration.registration(field: "registration"),
+            configuration: try state.configuration.configuration(), state: state)
+    }
+}
+
+/// Lets the MQTT client's handlers reach the hub, which is created after the client. Weak: the hub owns the client,
+/// which owns the handlers.
+private final class HandlerBox: Sendable {
+    private struct Weak: Sendable {
+        weak var hub: AccessoryHub?
+    }
+
+    private let target = Mutex(Weak())
+    var hub: AccessoryHub? {
+        get { target.withLock { $0.hub } }
+        set { target.withLock { $0.hub = newValue } }
+    }
+}

@@ -1,0 +1,444 @@
+import CMosquitto
+import Dispatch
+import Logging
+import Synchronization
+
+/// The `struct mosquitto *` of one client.
+// @unchecked Sendable: the pointer is used from several threads only the way libmosquitto allows in threaded mode
+// (`mosquitto_threaded_set`): the network thread alone connects and runs the loop; other threads only publish,
+// subscribe and disconnect, and only under `ClientCore.library`, whose flag turns false before
+// `mosquitto_destroy`, which runs after the network thread was joined (or on that thread, after its loop).
+struct MosquittoHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Everything an ``MQTTClient`` shares with its network thread and libmosquitto's callbacks; it is the `obj`
+/// userdata of `mosquitto_new`, retained through `Unmanaged` until ``release()``.
+final class ClientCore: Sendable {
+    let configuration: MQTTConfiguration
+    let logger: Logger
+    let onMessage: @Sendable (MQTTMessage) -> Void
+    let onEvent: @Sendable (MQTTEvent) -> Void
+    let onClose: @Sendable () -> Void
+    let handle: MosquittoHandle
+    let state = Mutex(ClientState())
+    /// `true` while `handle` may be used by API calls; held during each such call, so that ``release()`` waits
+    /// for them. libmosquitto is never called with `state` held, and the callbacks never take this lock.
+    let library = Mutex(true)
+    /// Wakes the network thread from its wait between reconnection attempts.
+    let wakeUp = DispatchSemaphore(value: 0)
+
+    init(
+        configuration: MQTTConfiguration, logger: Logger, onMessage: @escaping @Sendable (MQTTMessage) -> Void,
+        onEvent: @escaping @Sendable (MQTTEvent) -> Void, onClose: @escaping @Sendable () -> Void
+    ) throws(MQTTError) {
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
+        self.logger = logger
+        self.onMessage = onMessage
+        self.onEvent = onEvent
+        self.onClose = onClose
+        handle = try MosquittoHandle.make(configuration)
+        // From here on libmosquitto holds a reference: balanced in release().
+        mosquitto_user_data_set(handle.pointer, Unmanaged.passRetained(self).toOpaque())
+        installCallbacks()
+    }
+
+    static func from(_ userdata: UnsafeMutableRawPointer?) -> ClientCore {
+        Unmanaged<ClientCore>.fromOpaque(userdata!).takeUnretainedValue()
+    }
+
+    var stopRequested: Bool {
+        state.withLock { $0.stopRequested }
+    }
+
+    /// Runs `body` with the handle unless the client was closed.
+    func withHandle<Result>(_ body: (OpaquePointer) throws(MQTTError) -> Result) throws(MQTTError) -> Result {
+        try library.withLock { (open: inout Bool) throws(MQTTError) -> Result in
+            guard open else { throw MQTTError.closed }
+            return try body(handle.pointer)
+        }
+    }
+
+    /// Destroys the libmosquitto handle and drops libmosquitto's reference. Runs once, after the network loop.
+    func release() {
+        library.withLock { open in
+            open = false
+            mosquitto_destroy(handle.pointer)
+        }
+        Unmanaged.passUnretained(self).release()
+        onClose()
+    }
+
+    // MARK: Subscriptions
+
+    /// Sends SUBSCRIBE for `subscription`; on the network thread (connect callback) or under `library`.
+    /// Returns the message id, or `nil` when not connected (the next connect sends it).
+    func sendSubscribe(_ subscription: Subscription, on pointer: OpaquePointer) throws(MQTTError) -> Int32? {
+        var mid: Int32 = 0
+        let options = subscription.noLocal ? Int32(MQTT_SUB_OPT_NO_LOCAL.rawValue) : 0
+        let rc = mosquitto_subscribe_v5(pointer, &mid, subscription.filter, subscription.qos.rawValue, options, nil)
+        if rc == MosquittoLibrary.noConnection { return nil }
+        guard rc == MosquittoLibrary.success else { throw MQTTError.library(rc) }
+        return mid
+    }
+
+    /// Remembers which filter a SUBSCRIBE carried, or reports its SUBACK if that came first.
+    func recordSubscribe(mid: Int32, filter: String) {
+        let early: [Int32]? = state.withLock { state in
+            if let codes = state.earlySubacks.removeValue(forKey: mid) { return codes }
+            state.pendingSubscribes[mid] = [filter]
+            return nil
+        }
+        if let early { reportSubscribeResult(filters: [filter], codes: early) }
+    }
+
+    private func reportSubscribeResult(filters: [String], codes: [Int32]) {
+        for (filter, code) in zip(filters, codes) where code >= 0x80 {
+            let error = MQTTError(kind: .subscriptionRefused, code: code, message: MosquittoLibrary.reasonText(code))
+            logger.warning(
+                "MQTT subscription refused",
+                metadata: ["mqtt.filter": "\(filter)", "mqtt.reason_code": "\(code)", "mqtt.error": "\(error.message)"]
+            )
+            onEvent(.subscriptionRefused(filter: filter, error))
+        }
+    }
+
+    // MARK: Callbacks (on the network thread)
+
+    private func installCallbacks() {
+        let pointer = handle.pointer
+        mosquitto_connect_v5_callback_set(pointer) { _, userdata, reason, flags, _ in
+            ClientCore.from(userdata).connected(reason: reason, flags: flags)
+        }
+        mosquitto_disconnect_v5_callback_set(pointer) { _, userdata, code, _ in
+            ClientCore.from(userdata).disconnected(code: code)
+        }
+        mosquitto_message_v5_callback_set(pointer) { _, userdata, message, properties in
+            guard let message else { return }
+            ClientCore.from(userdata).received(message.pointee, properties)
+        }
+        mosquitto_subscribe_v5_callback_set(pointer) { _, userdata, mid, count, codes, _ in
+            let copied = codes.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+            ClientCore.from(userdata).subscribeAcknowledged(mid: mid, codes: copied)
+        }
+        mosquitto_publish_v5_callback_set(pointer) { _, userdata, mid, reason, _ in
+            ClientCore.from(userdata).published(mid: mid, reason: reason)
+        }
+        mosquitto_log_callback_set(pointer) { _, userdata, level, line in
+            guard let line else { return }
+            ClientCore.from(userdata).libraryLogged(level: level, line)
+        }
+    }
+
+    private func connected(reason: Int32, flags: Int32) {
+        guard reason == 0 else {
+            let error = MQTTError.connectionRefused(reason: reason)
+            logger.warning(
+                "MQTT connection refused", metadata: ["mqtt.reason_code": "\(reason)", "mqtt.error": "\(error.message)"]
+            )
+            onEvent(.connectionRefused(error))
+            return
+        }
+        let (subscriptions, waiters) = state.withLock { state in
+            state.isConnected = true
+            state.hasConnected = true
+            state.connectedSinceBackoff = true
+            state.pendingSubscribes.removeAll()
+            state.earlySubacks.removeAll()
+            return (state.subscriptions, state.connectionWaiters.removeAll())
+        }
+        // Calling libmosquitto from its own callback only queues the packets: no deadlock.
+        for subscription in subscriptions {
+            do {
+                if let mid = try sendSubscribe(subscription, on: handle.pointer) {
+                    recordSubscribe(mid: mid, filter: subscription.filter)
+                }
+            } catch {
+                logger.error(
+                    "MQTT resubscribe failed", metadata: ["mqtt.filter": "\(subscription.filter)", "mqtt.error": "\(error)"]
+                )
+            }
+        }
+        let sessionPresent = flags & 1 != 0
+        logger.info(
+            "MQTT connected",
+            metadata: ["mqtt.session_present": "\(sessionPresent)", "mqtt.subscriptions": "\(subscriptions.count)"]
+        )
+        onEvent(.connected(sessionPresent: sessionPresent))
+        for waiter in waiters { waiter.resume(returning: .success(())) }
+    }
+
+    private func disconnected(code: Int32) {
+        let (wasConnected, requested) = state.withLock { state in
+            defer { state.isConnected = false }
+            return (state.isConnected, state.stopRequested)
+        }
+        guard wasConnected else {
+            logger.debug("MQTT connection attempt ended", metadata: ["mqtt.code": "\(code)"])
+            return
+        }
+        if requested {
+            logger.info("MQTT disconnected")
+            onEvent(.disconnected(nil))
+        } else {
+            let error = MQTTError.disconnected(code: code)
+            logger.warning("MQTT connection lost", metadata: ["mqtt.code": "\(code)", "mqtt.error": "\(error.message)"])
+            onEvent(.disconnected(error))
+        }
+    }
+
+    private func received(_ message: mosquitto_message, _ properties: OpaquePointer?) {
+        let payload: [UInt8] =
+            if message.payloadlen > 0, let bytes = message.payload {
+                [UInt8](UnsafeRawBufferPointer(start: bytes, count: Int(message.payloadlen)))
+            } else {
+                []
+            }
+        onMessage(
+            MQTTMessage(
+                topic: String(cString: message.topic),
+                payload: payload,
+                qos: QoS(rawValue: message.qos) ?? .atMostOnce,
+                retain: message.retain,
+                properties: properties.map { MQTTProperties(copying: $0) } ?? .none
+            )
+        )
+    }
+
+    private func subscribeAcknowledged(mid: Int32, codes: [Int32]) {
+        let filters: [String]? = state.withLock { state in
+            if let filters = state.pendingSubscribes.removeValue(forKey: mid) { return filters }
+            state.earlySubacks[mid] = codes
+            return nil
+        }
+        if let filters { reportSubscribeResult(filters: filters, codes: codes) }
+    }
+
+    private func published(mid: Int32, reason: Int32) {
+        guard reason >= 0x80 else { return }
+        logger.warning(
+            "MQTT publish refused by the broker",
+            metadata: [
+                "mqtt.mid": "\(mid)", "mqtt.reason_code": "\(reason)",
+                "mqtt.error": "\(MosquittoLibrary.reasonText(reason))",
+            ]
+        )
+    }
+
+    private func libraryLogged(level: Int32, _ line: UnsafePointer<CChar>) {
+        let logLevel: Logger.Level =
+            switch level {
+            case MOSQ_LOG_ERR: .error
+            case MOSQ_LOG_WARNING: .warning
+            case MOSQ_LOG_NOTICE: .notice
+            case MOSQ_LOG_INFO: .info
+            case MOSQ_LOG_DEBUG: .debug
+            default: .trace
+            }
+        guard logger.logLevel <= logLevel else { return }
+        logger.log(level: logLevel, "libmosquitto", metadata: ["mqtt.library_log": "\(String(cString: line))"])
+    }
+
+    // MARK: The network thread
+
+    /// Connects, runs libmosquitto's loop, and reconnects after a growing delay until a stop is requested.
+    ///
+    /// Not `mosquitto_loop_start`: libmosquitto 2.0.11's threaded loop (`mosquitto_loop_forever`) ends for good on
+    /// a refused MQTT 5 CONNACK (it maps every reason code above 5 to `MOSQ_ERR_PROTOCOL`, a "fatal" error), on
+    /// a DNS failure and on TLS errors; this loop retries after every failure, with the backoff documented on
+    /// ``MQTTConfiguration``. The CONNECT properties given to the first `mosquitto_connect_bind_v5` are kept by
+    /// libmosquitto and sent again by `mosquitto_reconnect`, also after a failed first attempt.
+    func runNetworkLoop() {
+        let pointer = handle.pointer
+        var failure = connectFirst(pointer)
+        var delay = configuration.reconnectDelay
+        while true {
+            if let failure {
+                logger.warning(
+                    "MQTT connect failed",
+                    metadata: [
+                        "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+                        "mqtt.error": "\(failure)",
+                    ]
+                )
+            } else {
+                serviceConnection(pointer)
+            }
+            let resetBackoff: Bool? = state.withLock { state in
+                if state.stopRequested { return nil }
+                defer { state.connectedSinceBackoff = false }
+                return state.connectedSinceBackoff
+            }
+            guard let resetBackoff else { break }
+            if resetBackoff { delay = configuration.reconnectDelay }
+            logger.debug("MQTT reconnecting after a delay", metadata: ["mqtt.delay": "\(delay)"])
+            _ = wakeUp.wait(timeout: .now() + .nanoseconds(nanoseconds(delay)))
+            if stopRequested { break }
+            delay = min(delay * 2, max(configuration.maximumReconnectDelay, configuration.reconnectDelay))
+            let rc = mosquitto_reconnect(pointer)
+            failure = rc == MosquittoLibrary.success ? nil : MQTTError.library(rc)
+        }
+        loopExited()
+    }
+
+    /// The first attempt, the one that passes the CONNECT properties (session expiry interval).
+    private func connectFirst(_ pointer: OpaquePointer) -> MQTTError? {
+        var properties: OpaquePointer?
+        defer { mosquitto_property_free_all(&properties) }
+        if let sessionExpiry = configuration.sessionExpiry {
+            let rc = mosquitto_property_add_int32(
+                &properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), wholeSeconds(sessionExpiry)
+            )
+            if rc != MosquittoLibrary.success { return MQTTError.library(rc) }
+        }
+        let rc = mosquitto_connect_bind_v5(
+            pointer, configuration.host, Int32(configuration.port), keepAliveSeconds(configuration.keepAlive), nil,
+            properties
+        )
+        return rc == MosquittoLibrary.success ? nil : MQTTError.library(rc)
+    }
+
+    /// Runs libmosquitto's loop while the socket is open. When a stop is requested, sends DISCONNECT (reason 0,
+    /// so no will) and waits up to two seconds for it to leave.
+    private func serviceConnection(_ pointer: OpaquePointer) {
+        var stopDeadline: ContinuousClock.Instant?
+        var rc = MosquittoLibrary.success
+        while rc == MosquittoLibrary.success {
+            rc = mosquitto_loop(pointer, 1000, 1)
+            guard rc == MosquittoLibrary.success, stopRequested else { continue }
+            if let stopDeadline {
+                if ContinuousClock.now >= stopDeadline {
+                    logger.warning("MQTT DISCONNECT not sent in time")
+                    break
+                }
+            } else {
+                stopDeadline = .now + .seconds(2)
+                _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
+            }
+        }
+        // A connection that ended without libmosquitto's disconnect callback still counts as ended.
+        let stale = state.withLock { state in
+            defer { state.isConnected = false }
+            return state.isConnected && !state.stopRequested
+        }
+        if stale {
+            onEvent(.disconnected(MQTTError.disconnected(code: rc)))
+        }
+    }
+
+    private func loopExited() {
+        let (waiters, release) = state.withLock { state in
+            state.loopExited = true
+            return (state.loopExitWaiters.removeAll(), state.releaseWhenLoopExits)
+        }
+        logger.debug("MQTT network loop ended")
+        if release { self.release() }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// MQTT keep-alive in whole seconds; libmosquitto requires at least 5.
+func keepAliveSeconds(_ keepAlive: Duration) -> Int32 {
+    Int32(clamping: max(5, min(Int64(UInt16.max), keepAlive.components.seconds)))
+}
+
+private func nanoseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    if seconds >= Int64(Int.max / 1_000_000_000) { return Int.max }
+    return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+}
+
+extension MosquittoHandle {
+    /// `mosquitto_new` and every option of `configuration`, MQTT 5, threaded mode.
+    static func make(_ configuration: MQTTConfiguration) throws(MQTTError) -> MosquittoHandle {
+        MosquittoLibrary.initialized
+        guard !configuration.clientID.isEmpty else { throw MQTTError.invalidArgument("empty client identifier") }
+        guard !configuration.host.isEmpty else { throw MQTTError.invalidArgument("empty broker host") }
+        guard (1...65535).contains(configuration.port) else {
+            throw MQTTError.invalidArgument("broker port \(configuration.port) out of range")
+        }
+        guard configuration.keepAlive >= .seconds(5), configuration.keepAlive <= .seconds(65535) else {
+            throw MQTTError.invalidArgument("keep-alive must be between 5 and 65535 seconds")
+        }
+        guard configuration.reconnectDelay > .zero else {
+            throw MQTTError.invalidArgument("the reconnect delay must be positive")
+        }
+        guard (1...65535).contains(configuration.maximumInflightMessages) else {
+            throw MQTTError.invalidArgument("maximum inflight messages must be between 1 and 65535")
+        }
+        guard (1...65535).contains(configuration.maximumIncomingInflightMessages) else {
+            throw MQTTError.invalidArgument("maximum incoming inflight messages must be between 1 and 65535")
+        }
+        // MQTT 5: clean_session is the CONNECT "clean start" flag.
+        guard let pointer = mosquitto_new(configuration.clientID, configuration.cleanStart, nil) else {
+            throw MQTTError.library(MosquittoLibrary.errno)
+        }
+        do {
+            try check(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5))
+            // Our own thread runs the loop: packets from other threads are queued, and the loop woken.
+            try check(mosquitto_threaded_set(pointer, true))
+            try check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, configuration.tcpNoDelay ? 1 : 0))
+            try check(
+                mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maximumInflightMessages))
+            )
+            try check(
+                mosquitto_int_option(
+                    pointer, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.maximumIncomingInflightMessages)
+                )
+            )
+            if configuration.username != nil || configuration.password != nil {
+                try check(mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
+            }
+            if let tls = configuration.tls {
+                try check(mosquitto_tls_set(pointer, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil))
+            }
+            if let will = configuration.will {
+                try setWill(will, on: pointer)
+            }
+        } catch {
+            mosquitto_destroy(pointer)
+            throw error
+        }
+        return MosquittoHandle(pointer: pointer)
+    }
+
+    private static func setWill(_ will: MQTTMessage, on pointer: OpaquePointer) throws(MQTTError) {
+        try validatePublishTopic(will.topic)
+        guard will.payload.count <= maximumPayloadSize else { throw MQTTError.invalidArgument("will payload too large") }
+        let properties = try OutgoingProperties(will.properties)
+        let list = properties.list
+        let rc = will.payload.withUnsafeBytes { bytes in
+            mosquitto_will_set_v5(
+                pointer, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos.rawValue, will.retain, list
+            )
+        }
+        guard rc == MosquittoLibrary.success else { throw MQTTError.library(rc) }
+        // On success libmosquitto owns (and frees) the list.
+        _ = properties.handOver()
+    }
+}
+
+/// MQTT's largest payload.
+let maximumPayloadSize = 268_435_455
+
+/// `mosquitto_pub_topic_check2`: a topic to publish to has no wildcards.
+func validatePublishTopic(_ topic: String) throws(MQTTError) {
+    let length = topic.utf8.count
+    guard length > 0, mosquitto_pub_topic_check2(topic, length) == MosquittoLibrary.success else {
+        throw MQTTError.invalidArgument("invalid topic to publish to: \"\(topic)\"")
+    }
+}
+
+/// `mosquitto_sub_topic_check2`: wildcards only as whole levels, `#` last.
+func validateSubscriptionFilter(_ filter: String) throws(MQTTError) {
+    let length = filter.utf8.count
+    guard length > 0, mosquitto_sub_topic_check2(filter, length) == MosquittoLibrary.success else {
+        throw MQTTError.invalidArgument("invalid subscription filter: \"\(filter)\"")
+    }
+}
+
+private func check(_ rc: Int32) throws(MQTTError) {
+    guard rc == MosquittoLibrary.success else { throw MQTTError.library(rc) }
+}

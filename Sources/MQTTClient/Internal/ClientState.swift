@@ -1,0 +1,47 @@
+/// A subscription the client remembers and sends again after every connect.
+struct Subscription: Hashable, Sendable {
+    var filter: String
+    var qos: QoS
+    var noLocal: Bool
+}
+
+/// What the API, the network thread and libmosquitto's callbacks share, behind ``ClientCore/state``.
+struct ClientState {
+    enum Lifecycle {
+        /// Created; ``MQTTClient/start()`` not called yet.
+        case idle
+        /// The network thread connects and reconnects.
+        case running
+        /// ``MQTTClient/disconnect()`` was called: the network thread sends DISCONNECT and ends.
+        case stopped
+        /// ``MQTTClient/close()`` was called.
+        case closed
+    }
+
+    var lifecycle: Lifecycle = .idle
+    /// Between CONNACK success and the end of that connection.
+    var isConnected = false
+    /// Whether any CONNACK success happened since ``MQTTClient/start()``.
+    var hasConnected = false
+    /// A CONNACK success since the network thread last waited before reconnecting: the backoff starts over.
+    var connectedSinceBackoff = false
+
+    var subscriptions: [Subscription] = []
+    /// SUBSCRIBE message ids waiting for their SUBACK → the filters they carried.
+    var pendingSubscribes: [Int32: [String]] = [:]
+    /// SUBACK reason codes that arrived before ``MQTTClient/subscribe(_:qos:noLocal:)`` recorded the message id
+    /// libmosquitto gave it (the network thread can be that fast).
+    var earlySubacks: [Int32: [Int32]] = [:]
+
+    var connectionWaiters = Waiters<Result<Void, MQTTError>>()
+    var loopExitWaiters = Waiters<Void>()
+
+    /// The network thread, until someone joins it.
+    var thread: NetworkThread?
+    /// The network thread has left its loop (or never started).
+    var loopExited = true
+    /// ``MQTTClient/close()`` ran on the network thread: the thread releases libmosquitto when its loop ends.
+    var releaseWhenLoopExits = false
+
+    var stopRequested: Bool { lifecycle != .running }
+}

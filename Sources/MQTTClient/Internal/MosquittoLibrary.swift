@@ -1,0 +1,87 @@
+import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Process-wide libmosquitto set-up and the translation of its return codes.
+enum MosquittoLibrary {
+    /// `mosquitto_lib_init` runs once per process, the first time a client is created. libmosquitto counts its
+    /// initializations, so other users of the library in the process are unaffected; it is never cleaned up.
+    static let initialized: Void = {
+        _ = mosquitto_lib_init()
+    }()
+
+    static let success = MOSQ_ERR_SUCCESS.rawValue
+    static let noConnection = MOSQ_ERR_NO_CONN.rawValue
+    static let invalid = MOSQ_ERR_INVAL.rawValue
+    static let errno = MOSQ_ERR_ERRNO.rawValue
+
+    /// `INVALID_SOCKET`: what `mosquitto_socket` returns when there is no connection.
+    static let invalidSocket: Int32 = -1
+
+    /// The text of a `MOSQ_ERR_*` code.
+    static func errorText(_ code: Int32) -> String {
+        String(cString: mosquitto_strerror(code))
+    }
+
+    /// The text of an MQTT 5 reason code.
+    static func reasonText(_ code: Int32) -> String {
+        String(cString: mosquitto_reason_string(code))
+    }
+
+    /// The text of an `errno` value.
+    static func systemErrorText(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "error \(code)" }
+        return String(cString: text)
+    }
+}
+
+extension MQTTError {
+    /// A libmosquitto return code. For `MOSQ_ERR_ERRNO` it reads `errno`, so call it right after the failing call.
+    static func library(_ code: Int32) -> MQTTError {
+        if code == MosquittoLibrary.errno {
+            let systemCode = cmosquitto_errno()
+            return MQTTError(kind: .system, code: systemCode, message: MosquittoLibrary.systemErrorText(systemCode))
+        }
+        return MQTTError(kind: .library, code: code, message: MosquittoLibrary.errorText(code))
+    }
+
+    /// A bad argument, found before calling libmosquitto.
+    static func invalidArgument(_ message: String) -> MQTTError {
+        MQTTError(kind: .invalidArgument, code: MosquittoLibrary.invalid, message: message)
+    }
+
+    /// A CONNACK reason code other than success.
+    static func connectionRefused(reason: Int32) -> MQTTError {
+        MQTTError(kind: .connectionRefused, code: reason, message: MosquittoLibrary.reasonText(reason))
+    }
+
+    /// Why a connection ended: libmosquitto passes either a `MOSQ_ERR_*` code (the network, a protocol error,
+    /// keep-alive) or, when the broker sent DISCONNECT, its MQTT 5 reason code (0x80 and above, or 0 for a normal
+    /// disconnection the client did not ask for).
+    static func disconnected(code: Int32) -> MQTTError {
+        if code >= 0x80 || code == 0 {
+            return MQTTError(kind: .disconnected, code: code, message: MosquittoLibrary.reasonText(code))
+        }
+        return MQTTError(kind: .disconnected, code: code, message: MosquittoLibrary.errorText(code))
+    }
+
+    /// A call on a client that ``MQTTClient/close()`` released.
+    static let closed = MQTTError(kind: .library, code: MosquittoLibrary.noConnection, message: "the client is closed")
+
+    /// ``MQTTClient/waitUntilConnected()`` when the client stopped before it ever connected.
+    static let stoppedBeforeConnecting = MQTTError(
+        kind: .disconnected, code: MosquittoLibrary.noConnection,
+        message: "the client was disconnected or closed before it connected"
+    )
+
+    /// ``MQTTClient/waitUntilConnected()`` when its task was cancelled.
+    static let cancelledWhileConnecting = MQTTError(
+        kind: .disconnected, code: MosquittoLibrary.noConnection, message: "cancelled while waiting for the connection"
+    )
+}

@@ -1,0 +1,263 @@
+import CMosquitto
+import Logging
+import Synchronization
+
+/// An MQTT 5 client over libmosquitto, with automatic reconnection.
+///
+/// - Messages are delivered to `onMessage` on libmosquitto's network thread, already copied into Swift values. The
+///   handler must not block for long: every message of the connection waits behind it. (libmosquitto acknowledges a
+///   QoS 1 message before the handler runs.)
+/// - Subscriptions are remembered and sent again after every (re)connect.
+/// - After a lost connection the client reconnects by itself, waiting ``MQTTConfiguration/reconnectDelay`` and
+///   doubling it up to ``MQTTConfiguration/maximumReconnectDelay``. It also retries when the broker is unreachable
+///   at ``start()``, refuses the connection, or its name does not resolve.
+/// - Every libmosquitto return code becomes an ``MQTTError``; connection changes are ``MQTTEvent``s, delivered in
+///   order on the network thread.
+///
+/// Call ``close()`` before the last reference goes away.
+public final class MQTTClient: Sendable {
+    private let core: ClientCore
+
+    /// Creates the libmosquitto client and applies the configuration; does not connect (see ``start()``).
+    ///
+    /// - Parameters:
+    ///   - onMessage: Called on the network thread for each message of a subscription.
+    ///   - onEvent: Called on the network thread for each connection change.
+    public convenience init(
+        configuration: MQTTConfiguration,
+        logger: Logger,
+        onMessage: @escaping @Sendable (MQTTMessage) -> Void,
+        onEvent: @escaping @Sendable (MQTTEvent) -> Void = { _ in }
+    ) throws(MQTTError) {
+        try self.init(configuration: configuration, logger: logger, onMessage: onMessage, onEvent: onEvent, onClose: {})
+    }
+
+    init(
+        configuration: MQTTConfiguration,
+        logger: Logger,
+        onMessage: @escaping @Sendable (MQTTMessage) -> Void,
+        onEvent: @escaping @Sendable (MQTTEvent) -> Void,
+        onClose: @escaping @Sendable () -> Void
+    ) throws(MQTTError) {
+        core = try ClientCore(
+            configuration: configuration, logger: logger, onMessage: onMessage, onEvent: onEvent, onClose: onClose
+        )
+    }
+
+    deinit {
+        assert(core.state.withLock { $0.lifecycle == .closed }, "MQTTClient released without close()")
+    }
+
+    /// Starts connecting (and reconnecting) in the background; returns at once. Use ``waitUntilConnected()`` or
+    /// the events to know when the connection is up.
+    ///
+    /// A client starts once: after ``disconnect()`` make a new one.
+    public func start() throws(MQTTError) {
+        let core = self.core
+        try core.state.withLock { (state: inout ClientState) throws(MQTTError) in
+            switch state.lifecycle {
+            case .idle:
+                break
+            case .running:
+                throw MQTTError.invalidArgument("the client is already started")
+            case .stopped:
+                throw MQTTError.invalidArgument("the client was disconnected; a client starts only once")
+            case .closed:
+                throw MQTTError.closed
+            }
+            state.lifecycle = .running
+            state.loopExited = false
+            do throws(MQTTError) {
+                state.thread = try NetworkThread.start { core.runNetworkLoop() }
+            } catch {
+                state.lifecycle = .idle
+                state.loopExited = true
+                throw error
+            }
+        }
+        core.logger.debug(
+            "MQTT client started",
+            metadata: ["mqtt.host": "\(core.configuration.host)", "mqtt.port": "\(core.configuration.port)"]
+        )
+    }
+
+    /// Waits for the first successful connection after ``start()`` (retries continue meanwhile); throws when the
+    /// client was closed.
+    ///
+    /// Returns at once when the client has connected before. Throws (code `MOSQ_ERR_NO_CONN`) when the client is
+    /// closed, and (kind ``MQTTError/Kind/disconnected``) when ``disconnect()`` or ``close()`` comes before the
+    /// first connection, or when the task is cancelled.
+    public func waitUntilConnected() async throws(MQTTError) {
+        let core = self.core
+        let id = core.state.withLock { $0.connectionWaiters.makeID() }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, MQTTError>, Never>) in
+                let immediate: Result<Void, MQTTError>? = core.state.withLock { state in
+                    if state.lifecycle == .closed { return .failure(.closed) }
+                    if state.hasConnected { return .success(()) }
+                    if state.lifecycle == .stopped { return .failure(.stoppedBeforeConnecting) }
+                    if !state.connectionWaiters.add(id, continuation) { return .failure(.cancelledWhileConnecting) }
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            core.state.withLock { $0.connectionWaiters.cancel(id) }?.resume(returning: .failure(.cancelledWhileConnecting))
+        }
+        try result.get()
+    }
+
+    /// Whether the connection is up.
+    public var isConnected: Bool {
+        core.state.withLock { $0.isConnected }
+    }
+
+    /// Subscribes now if connected, and after every reconnect. `noLocal`: do not receive this client's own messages.
+    ///
+    /// Subscribing again to the same filter replaces its QoS and `noLocal`. A refusal by the broker arrives as
+    /// ``MQTTEvent/subscriptionRefused(filter:_:)``.
+    public func subscribe(_ filter: String, qos: QoS = .atLeastOnce, noLocal: Bool = false) throws(MQTTError) {
+        try validateSubscriptionFilter(filter)
+        let subscription = Subscription(filter: filter, qos: qos, noLocal: noLocal)
+        let (previous, connected) = try core.state.withLock {
+            (state: inout ClientState) throws(MQTTError) -> (Subscription?, Bool) in
+            guard state.lifecycle != .closed else { throw MQTTError.closed }
+            var previous: Subscription?
+            if let index = state.subscriptions.firstIndex(where: { $0.filter == filter }) {
+                previous = state.subscriptions[index]
+                state.subscriptions[index] = subscription
+            } else {
+                state.subscriptions.append(subscription)
+            }
+            return (previous, state.isConnected)
+        }
+        guard connected else { return }
+        do {
+            let mid = try core.withHandle { pointer throws(MQTTError) in
+                try core.sendSubscribe(subscription, on: pointer)
+            }
+            if let mid { core.recordSubscribe(mid: mid, filter: filter) }
+        } catch {
+            core.state.withLock { state in
+                guard let index = state.subscriptions.firstIndex(where: { $0.filter == filter }) else { return }
+                if let previous {
+                    state.subscriptions[index] = previous
+                } else {
+                    state.subscriptions.remove(at: index)
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Queues a message for sending (libmosquitto sends and retries it); returns its message id.
+    ///
+    /// While disconnected, a QoS 1 or 2 message waits in libmosquitto and leaves after the next connect; a QoS 0
+    /// message cannot wait: it throws `MOSQ_ERR_NO_CONN`. A topic with wildcards throws
+    /// ``MQTTError/Kind/invalidArgument``.
+    @discardableResult
+    public func publish(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
+        try validatePublishTopic(message.topic)
+        guard message.payload.count <= maximumPayloadSize else {
+            throw MQTTError.invalidArgument("payload larger than \(maximumPayloadSize) bytes")
+        }
+        let properties = try OutgoingProperties(message.properties)
+        let list = properties.list
+        return try core.withHandle { pointer throws(MQTTError) -> Int32 in
+            var mid: Int32 = 0
+            let rc = message.payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos.rawValue,
+                    message.retain, list
+                )
+            }
+            // libmosquitto keeps a QoS > 0 message for the next connection, but still says MOSQ_ERR_NO_CONN.
+            guard rc == MosquittoLibrary.success || (rc == MosquittoLibrary.noConnection && message.qos != .atMostOnce)
+            else { throw MQTTError.library(rc) }
+            return mid
+        }
+    }
+
+    /// Sends DISCONNECT (the broker does not publish the will) and stops reconnecting.
+    ///
+    /// Returns when the network thread has ended, or after three seconds.
+    public func disconnect() async {
+        let core = self.core
+        let (waiters, running) = core.state.withLock { state in
+            switch state.lifecycle {
+            case .idle, .running:
+                state.lifecycle = .stopped
+            case .stopped, .closed:
+                break
+            }
+            return (state.connectionWaiters.removeAll(), !state.loopExited)
+        }
+        for waiter in waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
+        guard running else { return }
+        core.logger.debug("MQTT disconnecting")
+        requestStop()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await core.waitForLoopExit() }
+            group.addTask { try? await Task.sleep(for: .seconds(3)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Disconnects if needed and releases libmosquitto's resources. Idempotent.
+    ///
+    /// Blocks until the network thread has ended: at most a few seconds, or as long as a TCP connect in progress
+    /// takes. Called from `onMessage` or `onEvent` (on the network thread), it returns at once and the network
+    /// thread releases libmosquitto when its loop ends.
+    public func close() {
+        let core = self.core
+        let closing = core.state.withLock {
+            state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], thread: NetworkThread?)? in
+            guard state.lifecycle != .closed else { return nil }
+            state.lifecycle = .closed
+            let thread = state.thread
+            state.thread = nil
+            if let thread, thread.isCurrent {
+                // Cannot join the current thread: it releases libmosquitto itself when its loop ends.
+                thread.detach()
+                state.releaseWhenLoopExits = true
+                return (state.connectionWaiters.removeAll(), nil)
+            }
+            return (state.connectionWaiters.removeAll(), thread)
+        }
+        guard let closing else { return }
+        for waiter in closing.waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
+        requestStop()
+        let releasedByNetworkThread = core.state.withLock { $0.releaseWhenLoopExits }
+        if releasedByNetworkThread { return }
+        closing.thread?.join()
+        core.release()
+        core.logger.debug("MQTT client closed")
+    }
+
+    /// Asks the network thread to send DISCONNECT and end: wakes it from the wait between attempts, and from
+    /// `select` (libmosquitto's DISCONNECT goes through its wake-up pipe).
+    private func requestStop() {
+        _ = try? core.withHandle { pointer throws(MQTTError) in
+            _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
+        }
+        core.wakeUp.signal()
+    }
+}
+
+extension ClientCore {
+    /// Suspends until the network loop has ended (or the task is cancelled).
+    func waitForLoopExit() async {
+        let id = state.withLock { $0.loopExitWaiters.makeID() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { state in
+                    state.loopExited || !state.loopExitWaiters.add(id, continuation)
+                }
+                if done { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.loopExitWaiters.cancel(id) }?.resume()
+        }
+    }
+}

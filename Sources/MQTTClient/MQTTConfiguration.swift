@@ -1,0 +1,48 @@
+/// How an ``MQTTClient`` connects. Every field has a sensible default but ``clientID``.
+public struct MQTTConfiguration: Sendable {
+    /// TLS settings: the CA that signs the broker's certificate and, for client-certificate authentication, the
+    /// client's certificate and key (PEM files).
+    public struct TLS: Hashable, Sendable {
+        public var caFile: String
+        public var certificateFile: String?
+        public var keyFile: String?
+
+        public init(caFile: String, certificateFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
+
+    public var host: String = "127.0.0.1"
+    public var port: Int = 1883
+    /// The MQTT client identifier; stable across restarts for a persistent session.
+    public var clientID: String
+    /// MQTT 5 clean start: `false` resumes the session the broker kept for ``clientID``.
+    public var cleanStart: Bool = true
+    /// MQTT 5 session expiry interval: how long the broker keeps the session after a disconnect (whole seconds;
+    /// `nil`: until the connection closes).
+    public var sessionExpiry: Duration?
+    public var keepAlive: Duration = .seconds(30)
+    public var username: String?
+    public var password: String?
+    public var tls: TLS?
+    /// Published by the broker when the connection is lost without a DISCONNECT.
+    public var will: MQTTMessage?
+    /// First delay before reconnecting; it doubles after each failed attempt up to ``maximumReconnectDelay``, and
+    /// starts over after a successful connection. Fractions of a second are honoured.
+    public var reconnectDelay: Duration = .seconds(1)
+    public var maximumReconnectDelay: Duration = .seconds(30)
+    /// Disables Nagle's algorithm, so small messages leave at once.
+    public var tcpNoDelay: Bool = true
+    /// The most QoS > 0 messages in flight towards the broker at once (libmosquitto queues the rest); MQTT 5
+    /// "send maximum", 1...65535.
+    public var maximumInflightMessages: Int = 100
+    /// The most QoS > 0 messages the broker may have in flight towards this client at once: the CONNECT "receive
+    /// maximum", 1...65535 (libmosquitto's own default is 20).
+    public var maximumIncomingInflightMessages: Int = 100
+
+    public init(clientID: String) {
+        self.clientID = clientID
+    }
+}

@@ -1,0 +1,11 @@
+/// What happens to an ``MQTTClient``'s connection, in order.
+public enum MQTTEvent: Hashable, Sendable {
+    /// CONNACK success; `sessionPresent` says the broker resumed a session. Subscriptions were (re)sent.
+    case connected(sessionPresent: Bool)
+    /// The broker refused the connection; the client retries after its backoff.
+    case connectionRefused(MQTTError)
+    /// The connection ended: `nil` after ``MQTTClient/disconnect()``, else why; the client reconnects with backoff.
+    case disconnected(MQTTError?)
+    /// The broker refused a subscription of this filter.
+    case subscriptionRefused(filter: String, MQTTError)
+}

@@ -1,0 +1,169 @@
+import AccessoryBridge
+import AccessoryWire
+import ArgumentParser
+import Configuration
+import Foundation
+import Logging
+import MQTTClient
+import SystemPackage
+
+/// The bridge's settings: command-line options, then `AUDIO_BRIDGE_*` environment variables, then a JSON config file,
+/// then defaults.
+enum Settings {
+    static let version = "0.1.0"
+
+    /// The options; each is optional here so the environment and the file can supply it.
+    struct Options: ParsableArguments {
+        @Option(help: "The broker: mqtt://host:port, or mqtts://host:port for TLS. (default: mqtt://127.0.0.1:1883)")
+        var broker: String?
+
+        @Option(help: "The first topic levels of the contract. (default: audio)")
+        var topicRoot: String?
+
+        @Option(help: "The MQTT client identifier. (default: accessory-bridge)")
+        var clientID: String?
+
+        @Option(help: "The MQTT user name.")
+        var username: String?
+
+        @Option(help: "The MQTT password; prefer AUDIO_BRIDGE_PASSWORD, which stays out of the process list.")
+        var password: String?
+
+        @Option(help: "The PEM file of the CA that signs the broker's certificate (TLS).")
+        var caFile: String?
+
+        @Option(help: "The PEM file of the bridge's client certificate (TLS client authentication).")
+        var certFile: String?
+
+        @Option(help: "The PEM file of the client certificate's private key.")
+        var keyFile: String?
+
+        @Option(help: "Seconds after taking an accessory off during which putting it back on resumes playback. (default: 15)")
+        var resumeWindow: Double?
+
+        @Option(help: "Seconds a declared capability may go unreported before it gets a diagnostic. (default: 30)")
+        var diagnosticsGracePeriod: Double?
+
+        @Option(help: "The format of commands and of states no request decides: protobuf or json. (default: protobuf)")
+        var payloadFormat: String?
+
+        @Option(help: "The largest inbound payload, in bytes. (default: 65536)")
+        var maxPayloadSize: Int?
+
+        @Option(help: "trace, debug, info, notice, warning, error or critical. (default: info)")
+        var logLevel: String?
+
+        @Option(help: "text or json (one JSON object per line). (default: text)")
+        var logFormat: String?
+
+        @Option(help: "A JSON file of settings, keyed by option name.")
+        var configFile: String?
+
+        /// The options given on the command line, keyed as in the environment and the file.
+        var given: [String: String] {
+            var given: [String: String] = [:]
+            given["broker"] = broker
+            given["topic-root"] = topicRoot
+            given["client-id"] = clientID
+            given["username"] = username
+            given["password"] = password
+            given["ca-file"] = caFile
+            given["cert-file"] = certFile
+            given["key-file"] = keyFile
+            given["resume-window"] = resumeWindow.map { "\($0)" }
+            given["diagnostics-grace-period"] = diagnosticsGracePeriod.map { "\($0)" }
+            given["payload-format"] = payloadFormat
+            given["max-payload-size"] = maxPayloadSize.map { "\($0)" }
+            given["log-level"] = logLevel
+            given["log-format"] = logFormat
+            return given
+        }
+    }
+
+    struct Resolved {
+        var bridge: BridgeConfiguration
+        var logLevel: Logger.Level
+        var logHandlerFactory: @Sendable (String) -> any LogHandler
+    }
+
+    struct Invalid: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func resolve(
+        _ options: Options, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws -> Resolved {
+        let environmentProvider = EnvironmentVariablesProvider(
+            environmentVariables: environment, secretsSpecifier: .specific(["AUDIO_BRIDGE_PASSWORD"])
+        ).prefixKeys(with: ["audio-bridge"])
+        var providers: [any ConfigProvider] = [
+            InMemoryProvider(
+                name: "command line",
+                values: Dictionary(
+                    uniqueKeysWithValues: options.given.map { (AbsoluteConfigKey([$0.key]), ConfigValue(.string($0.value), isSecret: $0.key == "password")) })),
+            environmentProvider,
+        ]
+        if let file = options.configFile ?? environment["AUDIO_BRIDGE_CONFIG_FILE"] {
+            providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+        }
+        let config = ConfigReader(providers: providers)
+
+        func number(_ key: String) throws -> Double? {
+            guard let text = config.string(forKey: ConfigKey([key])) else { return nil }
+            guard let value = Double(text), value >= 0 else { throw Invalid(description: "\(key) must be a number of seconds ≥ 0, not '\(text)'") }
+            return value
+        }
+
+        let broker = try BrokerURL(parsing: config.string(forKey: ConfigKey(["broker"]), default: "mqtt://127.0.0.1:1883"))
+        var mqtt = MQTTConfiguration(clientID: config.string(forKey: ConfigKey(["client-id"]), default: "accessory-bridge"))
+        mqtt.host = broker.host
+        mqtt.port = broker.port
+        mqtt.username = config.string(forKey: ConfigKey(["username"]))
+        mqtt.password = config.string(forKey: ConfigKey(["password"]), isSecret: true)
+        let caFile = config.string(forKey: ConfigKey(["ca-file"]))
+        if broker.usesTLS || caFile != nil {
+            guard let caFile else {
+                throw Invalid(description: "\(broker) uses TLS: give the CA file with --ca-file or AUDIO_BRIDGE_CA_FILE")
+            }
+            mqtt.tls = .init(
+                caFile: caFile, certificateFile: config.string(forKey: ConfigKey(["cert-file"])),
+                keyFile: config.string(forKey: ConfigKey(["key-file"])))
+        }
+
+        var bridge = BridgeConfiguration(mqtt: mqtt)
+        bridge.version = version
+        let rootText = config.string(forKey: ConfigKey(["topic-root"]), default: "audio")
+        guard let root = TopicRoot(rootText) else {
+            throw Invalid(description: "topic-root '\(rootText)' must be \(TopicRoot.grammar)")
+        }
+        bridge.topicRoot = root
+        if let seconds = try number("resume-window") { bridge.resumeWindow = .milliseconds(Int64(seconds * 1000)) }
+        if let seconds = try number("diagnostics-grace-period") {
+            bridge.diagnosticsGracePeriod = .milliseconds(Int64(seconds * 1000))
+        }
+        let formatText = config.string(forKey: ConfigKey(["payload-format"]), default: "protobuf")
+        guard let format = PayloadFormat(rawValue: formatText) else {
+            throw Invalid(description: "payload-format must be protobuf or json, not '\(formatText)'")
+        }
+        bridge.payloadFormat = format
+        if let size = config.string(forKey: ConfigKey(["max-payload-size"])) {
+            guard let bytes = Int(size), bytes > 0 else {
+                throw Invalid(description: "max-payload-size must be a number of bytes > 0, not '\(size)'")
+            }
+            bridge.maximumPayloadSize = bytes
+        }
+
+        let levelText = config.string(forKey: ConfigKey(["log-level"]), default: "info")
+        guard let level = Logger.Level(rawValue: levelText) else {
+            throw Invalid(description: "log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), not '\(levelText)'")
+        }
+        let logFormat = config.string(forKey: ConfigKey(["log-format"]), default: "text")
+        let factory: @Sendable (String) -> any LogHandler
+        switch logFormat {
+        case "text": factory = { StreamLogHandler.standardError(label: $0) }
+        case "json": factory = { JSONLogHandler(label: $0) }
+        default: throw Invalid(description: "log-format must be text or json, not '\(logFormat)'")
+        }
+        return Resolved(bridge: bridge, logLevel: level, logHandlerFactory: factory)
+    }
+}

@@ -1,0 +1,112 @@
+import AccessoryControl
+import AccessoryModel
+import ArgumentParser
+
+struct Pair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Report that AccessorySetupKit pairing finished (Paired).")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+    @Option(help: "The accessory's name.") var name = ""
+    @Option(help: "The accessory's model.") var model = ""
+    @Option(help: "What the hardware can do: audioSwitching, placement, or both separated by a comma.")
+    var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            let paired = try await hub.pair(
+                accessory.id, name: name, model: model, hardwareCapabilities: capabilities.capabilities)
+            print("paired \(paired)")
+        }
+    }
+}
+
+struct Unpair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Report that the accessory was unpaired.")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            try await hub.unpair(hub.accessory(accessory.id))
+            print("unpaired \(accessory.id)")
+        }
+    }
+}
+
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "AccessoryControlDevice.register(accessory, capabilities).")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+    @Option(help: "The capabilities to register: audioSwitching, placement, or both separated by a comma.")
+    var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            try await hub.register(hub.accessory(accessory.id), capabilities.capabilities)
+            print("registered \(accessory.id) with \(capabilities.capabilities)")
+        }
+    }
+}
+
+struct Place: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Report the accessory's placement (PlacementReport).")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+    @Argument(help: "inEar, onHead, overTheEar, offHead, or none.") var placement: PlacementArgument
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            try await hub.report(placement: placement.placement, for: hub.accessory(accessory.id))
+            print("placed \(accessory.id) \(placement.placement.map(\.description) ?? "nowhere")")
+        }
+    }
+}
+
+struct Sources: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Report the audio sources the accessory is connected to (SourcesReport); none clears them.")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+    @Argument(help: "The primary source's Bluetooth address, such as 12:34:56:78:9A:BC.") var primary: AddressArgument?
+    @Argument(help: "The secondary source's Bluetooth address.") var secondary: AddressArgument?
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            try await hub.report(
+                primary: primary?.address, secondary: secondary?.address, for: hub.accessory(accessory.id))
+            print("connected \(accessory.id) to \(SourcePair(primary: primary?.address, secondary: secondary?.address))")
+        }
+    }
+}
+
+struct Update: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "AccessoryControlDevice.update(_:) with a full configuration.")
+
+    @OptionGroup var hub: HubOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+    @Option(help: "The registered capabilities.") var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+    @Option(help: "inEar, onHead, overTheEar, offHead, or none.") var placement = PlacementArgument(argument: "none")!
+    @Option(help: "The primary source's Bluetooth address.") var primary: AddressArgument?
+    @Option(help: "The secondary source's Bluetooth address.") var secondary: AddressArgument?
+
+    func run() async throws {
+        try await hub.run { hub throws(AccessoryControlError) in
+            let configuration = AccessoryControlDevice.Configuration(
+                devicePlacement: placement.placement, deviceCapabilities: capabilities.capabilities,
+                primaryAudioSourceDeviceIdentifier: primary?.address.data,
+                secondaryAudioSourceDeviceIdentifier: secondary?.address.data)
+            // The seeds' sequence needs current(for:) first; the bridge knows this hub's accessory once it answers,
+            // so a one-shot tool sends the update straight through the hub.
+            try await hub.update(configuration, for: hub.accessory(accessory.id))
+            print("updated \(accessory.id)")
+        }
+    }
+}

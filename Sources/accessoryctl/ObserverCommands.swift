@@ -1,0 +1,120 @@
+import AccessoryModel
+import AccessoryWire
+import ArgumentParser
+import Foundation
+import MQTTClient
+
+/// Subscribes to `filters` and hands each message to `body` until it returns false.
+func observe(
+    _ connection: ConnectionOptions, role: String, filters: [String], before: (MQTTClient) throws -> Void = { _ in },
+    _ body: (MQTTMessage) -> Bool
+) async throws {
+    let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self)
+    let client = try MQTTClient(
+        configuration: try connection.mqtt(clientID: ConnectionOptions.clientID(role)), logger: ConnectionOptions.logger,
+        onMessage: { continuation.yield($0) })
+    for filter in filters {
+        try client.subscribe(filter, qos: .atLeastOnce)
+    }
+    try client.start()
+    try await client.waitUntilConnected()
+    try before(client)
+    for await message in stream where !body(message) {
+        break
+    }
+    await client.disconnect()
+    client.close()
+}
+
+struct State: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print an accessory's state as the bridge retains it (AccessoryControlDevice.current(for:)).")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The accessory id.") var accessory: AccessoryArgument
+
+    func run() async throws {
+        let root = try connection.root
+        let topic = Topic.accessoryState(accessory: accessory.id).name(under: root)
+        let found = Task {
+            var found = false
+            try await observe(connection, role: "state", filters: [topic]) { message in
+                print(Describe.message(message, root: root))
+                found = true
+                return false
+            }
+            return found
+        }
+        // A retained state arrives at once; none within the timeout means the bridge never published one.
+        let timeout = Task {
+            try await Task.sleep(for: .milliseconds(Int64(connection.timeout * 1000)))
+            found.cancel()
+        }
+        let result = await found.result
+        timeout.cancel()
+        guard (try? result.get()) == true else {
+            FileHandle.standardError.write(Data("error: no state of \(accessory.id) on \(topic)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Source: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Act as a playing device: publish its activity (retained), then print the commands it receives.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The device's Bluetooth address, such as 12:34:56:78:9A:BC.") var address: AddressArgument
+    @Option(help: "idle, media or call.") var activity = "media"
+    @Option(help: "The accessory the device says it is routed to.") var routedTo: AccessoryArgument?
+    @Option(help: "Exit after this many commands (default: run until interrupted).") var count: Int?
+
+    func run() async throws {
+        guard let activity = Activity.allCases.first(where: { $0.description == activity }) else {
+            throw ValidationError("--activity must be idle, media or call")
+        }
+        let root = try connection.root
+        let state = Audioaccessory_V1_SourceState(
+            SourceReport(
+                sequence: UInt64(max(0, WallClock.system.now.unixMilliseconds)), activity: activity,
+                routedAccessory: routedTo?.id))
+        let format = connection.format
+        var received = 0
+        try await observe(
+            connection, role: "source", filters: [Topic.sourceCommands(source: address.address).name(under: root)],
+            before: { client in
+                try client.publish(
+                    MQTTMessage(
+                        topic: Topic.sourceState(source: address.address).name(under: root),
+                        payload: WireCodec().encode(state, as: format), qos: .atLeastOnce, retain: true,
+                        properties: MQTTProperties(contentType: format.contentType)))
+                print("source  \(address.address) \(activity)")
+            }
+        ) { message in
+            print(Describe.message(message, root: root))
+            received += 1
+            return count.map { received < $0 } ?? true
+        }
+    }
+}
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print commands, results, states and statuses as they go by, decoded.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Also print hubs' requests (telemetry) and playing devices' states.") var all = false
+    @Option(help: "Exit after this many messages (default: run until interrupted).") var count: Int?
+
+    func run() async throws {
+        let root = try connection.root
+        var kinds: [Topic.Kind] = [.sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus]
+        if all { kinds += [.telemetry, .sourceState] }
+        var seen = 0
+        try await observe(connection, role: "watch", filters: kinds.map { $0.filter(under: root) }) { message in
+            print(Describe.message(message, root: root))
+            seen += 1
+            return count.map { seen < $0 } ?? true
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import AccessoryControl
+import AccessoryModel
+import AccessoryWire
+import ArgumentParser
+import Foundation
+import Logging
+import MQTTClient
+
+/// How to reach the broker; the password can also come from ACCESSORYCTL_PASSWORD.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The broker: mqtt://host:port or mqtts://host:port.")
+    var broker = "mqtt://127.0.0.1:1883"
+
+    @Option(help: "The first topic levels of the contract.")
+    var topicRoot = "audio"
+
+    @Option(help: "The MQTT user name.")
+    var username: String?
+
+    @Option(help: "The MQTT password (or set ACCESSORYCTL_PASSWORD).")
+    var password: String?
+
+    @Option(help: "The PEM file of the CA that signs the broker's certificate.")
+    var caFile: String?
+
+    @Option(help: "The PEM file of a client certificate.")
+    var certFile: String?
+
+    @Option(help: "The PEM file of the client certificate's key.")
+    var keyFile: String?
+
+    @Option(help: "The payload format to send: protobuf or json.")
+    var format: PayloadFormat = .protobuf
+
+    @Option(help: "Seconds to wait for the bridge's answer.")
+    var timeout: Double = 5
+
+    var root: TopicRoot {
+        get throws {
+            guard let root = TopicRoot(topicRoot) else {
+                throw ValidationError("--topic-root must be \(TopicRoot.grammar)")
+            }
+            return root
+        }
+    }
+
+    func mqtt(clientID: String) throws -> MQTTConfiguration {
+        let url = try BrokerURL(parsing: broker)
+        var mqtt = MQTTConfiguration(clientID: clientID)
+        mqtt.host = url.host
+        mqtt.port = url.port
+        mqtt.username = username
+        mqtt.password = password ?? ProcessInfo.processInfo.environment["ACCESSORYCTL_PASSWORD"]
+        if url.usesTLS || caFile != nil {
+            guard let caFile else { throw ValidationError("\(url) uses TLS: give --ca-file") }
+            mqtt.tls = .init(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
+        }
+        return mqtt
+    }
+
+    static var logger: Logger {
+        var logger = Logger(label: "accessoryctl")
+        logger.logLevel = .error
+        return logger
+    }
+
+    static func clientID(_ role: String) -> String {
+        "accessoryctl-\(role)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+    }
+}
+
+/// A hub command's options: the connection and the hub to speak for.
+struct HubOptions: ParsableArguments {
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "The hub id to act as.")
+    var hub = "hub-1"
+
+    /// Connects as the hub, runs `body`, prints the outcome; an AudioAccessoryKit error exits with status 1.
+    func run(_ body: (AccessoryHub) async throws(AccessoryControlError) -> Void) async throws {
+        guard let hubID = HubID(hub) else { throw ValidationError("--hub must be \(IdentifierGrammar.description)") }
+        var options = AccessoryHub.Options()
+        options.topicRoot = try connection.root
+        options.payloadFormat = connection.format
+        options.timeout = .milliseconds(Int64(connection.timeout * 1000))
+        // A one-shot command speaks for the hub, not for its availability.
+        options.announcesStatus = false
+        let accessoryHub = try AccessoryHub(
+            hubID: hubID, mqtt: try connection.mqtt(clientID: ConnectionOptions.clientID(hub)), options: options,
+            logger: ConnectionOptions.logger)
+        try await accessoryHub.start()
+        do {
+            try await body(accessoryHub)
+            await accessoryHub.stop()
+        } catch {
+            await accessoryHub.stop()
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+extension PayloadFormat: ExpressibleByArgument {}
+
+/// An accessory id argument.
+struct AccessoryArgument: ExpressibleByArgument {
+    let id: AccessoryID
+    init?(argument: String) {
+        guard let id = AccessoryID(argument) else { return nil }
+        self.id = id
+    }
+}
+
+/// A Bluetooth address argument: 12:34:56:78:9A:BC.
+struct AddressArgument: ExpressibleByArgument {
+    let address: BluetoothAddress
+    init?(argument: String) {
+        guard let address = BluetoothAddress(argument) else { return nil }
+        self.address = address
+    }
+}
+
+/// `audioSwitching,placement`.
+struct CapabilitiesArgument: ExpressibleByArgument {
+    let capabilities: Capabilities
+    init?(argument: String) {
+        var capabilities: Capabilities = []
+        for name in argument.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            guard let known = Capabilities.known.first(where: { $0.name.lowercased() == name.lowercased() }) else {
+                return nil
+            }
+            capabilities.insert(known.capability)
+        }
+        self.capabilities = capabilities
+    }
+    static var defaultValueDescription: String { "audioSwitching,placement" }
+}
+
+/// `inEar`, `onHead`, `overTheEar`, `offHead`, or `none`.
+struct PlacementArgument: ExpressibleByArgument {
+    let placement: Placement?
+    init?(argument: String) {
+        if argument.lowercased() == "none" {
+            placement = nil
+            return
+        }
+        guard let placement = Placement.allCases.first(where: { "\($0)".dropFirst().lowercased() == argument.lowercased() })
+        else { return nil }
+        self.placement = placement
+    }
+}

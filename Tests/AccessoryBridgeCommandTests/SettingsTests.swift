@@ -1,0 +1,77 @@
+@testable import accessory_bridge
+import AccessoryWire
+import ArgumentParser
+import Foundation
+import Testing
+
+/// Where each setting comes from: a flag wins over the environment, which wins over the config file.
+@Suite struct SettingsTests {
+    func resolve(_ arguments: [String], environment: [String: String] = [:]) async throws -> Settings.Resolved {
+        try await Settings.resolve(try Settings.Options.parse(arguments), environment: environment)
+    }
+
+    @Test func defaults() async throws {
+        let settings = try await resolve([])
+        #expect(settings.bridge.mqtt.host == "127.0.0.1")
+        #expect(settings.bridge.mqtt.port == 1883)
+        #expect(settings.bridge.mqtt.clientID == "accessory-bridge")
+        #expect(settings.bridge.mqtt.tls == nil)
+        #expect(settings.bridge.topicRoot == .default)
+        #expect(settings.bridge.resumeWindow == .seconds(15))
+        #expect(settings.bridge.diagnosticsGracePeriod == .seconds(30))
+        #expect(settings.bridge.payloadFormat == .protobuf)
+        #expect(settings.bridge.maximumPayloadSize == 65_536)
+        #expect(settings.logLevel == .info)
+    }
+
+    @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheFile() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bridge-\(UUID().uuidString).json")
+        try Data(#"{"topic-root": "from-file", "client-id": "file-id", "resume-window": "7", "payload-format": "json"}"#.utf8)
+            .write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let settings = try await resolve(
+            ["--config-file", file.path, "--topic-root", "from-flag"],
+            environment: ["AUDIO_BRIDGE_TOPIC_ROOT": "from-env", "AUDIO_BRIDGE_CLIENT_ID": "env-id"])
+        #expect(settings.bridge.topicRoot.rawValue == "from-flag")
+        #expect(settings.bridge.mqtt.clientID == "env-id")
+        #expect(settings.bridge.resumeWindow == .seconds(7))
+        #expect(settings.bridge.payloadFormat == .json)
+    }
+
+    @Test func theConfigFileCanComeFromTheEnvironment() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bridge-\(UUID().uuidString).json")
+        try Data(#"{"broker": "mqtts://broker.example:8884", "ca-file": "/etc/ca.pem", "password": "s3cret"}"#.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let settings = try await resolve([], environment: ["AUDIO_BRIDGE_CONFIG_FILE": file.path])
+        #expect(settings.bridge.mqtt.host == "broker.example")
+        #expect(settings.bridge.mqtt.port == 8884)
+        #expect(settings.bridge.mqtt.tls?.caFile == "/etc/ca.pem")
+        #expect(settings.bridge.mqtt.password == "s3cret")
+    }
+
+    @Test(arguments: [
+        (["--broker", "mqtts://broker:8883"], "uses TLS: give the CA file"),
+        (["--broker", "ftp://broker"], "unknown scheme 'ftp'"),
+        (["--broker", "broker:70000"], "the port must be a number from 1 to 65535"),
+        (["--topic-root", "a/#"], "topic-root 'a/#' must be"),
+        (["--payload-format", "xml"], "payload-format must be protobuf or json"),
+        (["--resume-window=-1"], "resume-window must be a number of seconds"),
+        (["--log-level", "loud"], "log-level must be one of"),
+        (["--log-format", "yaml"], "log-format must be text or json"),
+        (["--max-payload-size", "0"], "max-payload-size must be a number of bytes > 0"),
+    ])
+    func badSettingsAreExplained(_ arguments: [String], _ explanation: String) async throws {
+        do {
+            _ = try await resolve(arguments)
+            Issue.record("\(arguments) must be refused")
+        } catch {
+            #expect("\(error)".contains(explanation), "\(error)")
+        }
+    }
+
+    @Test func aBadEnvironmentValueIsExplainedToo() async throws {
+        await #expect(throws: (any Error).self) {
+            _ = try await resolve([], environment: ["AUDIO_BRIDGE_PAYLOAD_FORMAT": "xml"])
+        }
+    }
+}

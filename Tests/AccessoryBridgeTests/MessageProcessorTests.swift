@@ -1,0 +1,269 @@
+@testable import AccessoryBridge
+import AccessoryModel
+import AccessoryWire
+import Foundation
+import Logging
+import MQTTClient
+import MetricsTestKit
+import Synchronization
+import Testing
+
+/// The bridge's message handling without a broker: what each inbound message makes it publish.
+/// (BridgeIntegrationTests drive the same paths through a real mosquitto.)
+@Suite struct MessageProcessorTests {
+    final class Recorder: MessagePublisher {
+        private let messages = Mutex<[MQTTMessage]>([])
+
+        func send(_ message: MQTTMessage) throws(MQTTError) {
+            messages.withLock { $0.append(message) }
+        }
+
+        /// Everything published since the last call.
+        func take() -> [MQTTMessage] {
+            messages.withLock { messages in
+                defer { messages = [] }
+                return messages
+            }
+        }
+    }
+
+    final class TestClock: Sendable {
+        let time = Mutex(Timestamp(unixMilliseconds: 1_763_790_000_000))
+        var wallClock: WallClock { WallClock { self.time.withLock { $0 } } }
+        func advance(_ duration: Duration) { time.withLock { $0 = $0 + duration } }
+    }
+
+    let recorder = Recorder()
+    let clock = TestClock()
+    let metrics = TestMetrics()
+    let processor: MessageProcessor
+    let codec = WireCodec()
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+
+    init() {
+        var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test"))
+        configuration.diagnosticsGracePeriod = .seconds(30)
+        processor = MessageProcessor(
+            configuration: configuration, instanceID: "t", publisher: recorder, clock: clock.wallClock,
+            logger: Logger(label: "test"), metrics: metrics)
+    }
+
+    // MARK: - Helpers
+
+    func telemetry(
+        _ request: AccessoryRequest, sequence: UInt64 = 0, requestID: String = "r", hub: String = "hub-1",
+        accessory: String = "headphones", format: PayloadFormat = .protobuf, properties: MQTTProperties = .none
+    ) {
+        let message = Audioaccessory_V1_AccessoryTelemetry(request, sequence: sequence, requestID: requestID)
+        send("audio/hubs/\(hub)/accessories/\(accessory)/telemetry", codec.encode(message, as: format), properties)
+    }
+
+    func send(_ topic: String, _ payload: [UInt8], _ properties: MQTTProperties = .none) {
+        processor.handle(MQTTMessage(topic: topic, payload: payload, properties: properties))
+    }
+
+    func source(_ activity: Activity) {
+        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity))
+        send("audio/sources/\(Self.phone.topicID)/state", codec.encode(state, as: .protobuf))
+    }
+
+    /// Pairs, registers and connects the headphones to the phone.
+    func setUpHeadphones() {
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1)
+        telemetry(.register(.all), sequence: 2)
+        telemetry(.sources(primary: Self.phone.data, secondary: nil), sequence: 3)
+        _ = recorder.take()
+    }
+
+    func results(_ messages: [MQTTMessage]) throws -> [Audioaccessory_V1_RequestResult] {
+        try messages.filter { $0.topic.hasSuffix("/result") }.map {
+            try codec.decode(Audioaccessory_V1_RequestResult.self, from: $0.payload, format: format(of: $0))
+        }
+    }
+
+    func commands(_ messages: [MQTTMessage]) throws -> [(String, Audioaccessory_V1_SwitchCommand)] {
+        try messages.filter { $0.topic.hasSuffix("/commands") }.map {
+            ($0.topic, try codec.decode(Audioaccessory_V1_SwitchCommand.self, from: $0.payload, format: .protobuf))
+        }
+    }
+
+    func states(_ messages: [MQTTMessage]) throws -> [Audioaccessory_V1_AccessoryState] {
+        try messages.filter { $0.topic.hasPrefix("audio/accessories/") }.map {
+            #expect($0.retain)
+            return try codec.decode(Audioaccessory_V1_AccessoryState.self, from: $0.payload, format: format(of: $0))
+        }
+    }
+
+    func format(of message: MQTTMessage) -> PayloadFormat {
+        message.properties.contentType == "application/json" ? .json : .protobuf
+    }
+
+    // MARK: - The tour
+
+    @Test func putOnRoutesTakeOffPausesPutBackResumes() throws {
+        setUpHeadphones()
+        source(.media)
+        #expect(try commands(recorder.take()).isEmpty, "not worn yet")
+
+        telemetry(.placement(.onHead), sequence: 4)
+        var published = recorder.take()
+        let route = try commands(published)
+        #expect(route.map(\.0) == ["audio/sources/123456789abc/commands"])
+        #expect(route.map(\.1.action) == [.routeToAccessory])
+        #expect(route.map(\.1.reason) == [.putOn])
+        #expect(route.first?.1.accessoryID == "headphones")
+        #expect(try states(published).last?.routedSource == Self.phone.data)
+        #expect(try results(published).map(\.error) == [.none])
+        #expect(try results(published).first?.state.lastSequence == 4)
+
+        telemetry(.placement(.offHead), sequence: 5)
+        published = recorder.take()
+        #expect(try commands(published).map(\.1.action) == [.pause])
+        #expect(try states(published).last?.routedSource.isEmpty == true)
+
+        clock.advance(.seconds(5))
+        telemetry(.placement(.inEar), sequence: 6)
+        published = recorder.take()
+        #expect(try commands(published).map(\.1.action) == [.routeToAccessory, .resume])
+        #expect(try commands(published).map(\.1.sequence) == [3, 4])
+        #expect(try metrics.expectCounter("accessory_bridge_commands_total", [("action", "RESUME")]).totalValue == 1)
+    }
+
+    @Test func everyTelemetryGetsAResultOnTheHubsTopic() throws {
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .audioSwitching), sequence: 1, requestID: "p")
+        var published = recorder.take()
+        #expect(published.map(\.topic) == [
+            "audio/accessories/headphones/state", "audio/hubs/hub-1/accessories/headphones/result",
+        ])
+        #expect(published.allSatisfy { $0.qos == .atLeastOnce && $0.properties.contentType == "application/protobuf" })
+        #expect(published.last?.retain == false)
+
+        telemetry(.register(.all), sequence: 2, requestID: "reg")
+        published = recorder.take()
+        let result = try #require(try results(published).first)
+        #expect(result.requestID == "reg")
+        #expect(result.sequence == 2)
+        #expect(result.error == .accessoryNotCapable)
+        #expect(result.message.contains("cannot register [.placement]"))
+        #expect(result.state.registration == .paired, "the state is current(for:), unchanged")
+        #expect(try states(published).isEmpty, "a failed request changes and republishes nothing")
+        #expect(try metrics.expectCounter("accessory_bridge_results_total", [("error", "accessoryNotCapable")]).totalValue == 1)
+    }
+
+    @Test func jsonInJsonOut() throws {
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), format: .json)
+        let published = recorder.take()
+        #expect(published.allSatisfy { $0.properties.contentType == "application/json" })
+        #expect(try results(published).first?.error == Audioaccessory_V1_ErrorCode.none)
+        #expect(try states(published).first?.name == "Studio")
+        let text = String(decoding: published[1].payload, as: UTF8.self)
+        #expect(text.contains(#""error":"ERROR_CODE_NONE""#), "\(text)")
+    }
+
+    @Test func resultsAlsoGoToTheResponseTopicWithTheCorrelationData() throws {
+        let properties = MQTTProperties(responseTopic: "replies/client-7", correlationData: [1, 2, 3])
+        telemetry(.register(.all), requestID: "x", properties: properties)
+        let published = recorder.take()
+        #expect(published.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "replies/client-7"])
+        #expect(published[1].properties.correlationData == [1, 2, 3])
+        #expect(published[0].payload == published[1].payload)
+        let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: published[1].payload, format: .protobuf)
+        #expect(result.error == .invalidRequest)
+        #expect(result.message.contains("is not paired"))
+        #expect(!result.hasState, "an unknown accessory has no state")
+    }
+
+    // MARK: - Bad input
+
+    @Test func undecodablePayloadsGetAnInvalidRequestResult() throws {
+        send("audio/hubs/hub-1/accessories/headphones/telemetry", [0x08])
+        let published = recorder.take()
+        let result = try #require(try results(published).first)
+        #expect(result.error == .invalidRequest)
+        #expect(result.message.contains("truncated"))
+        #expect(try metrics.expectCounter("accessory_bridge_messages_refused_total", [("reason", "protobuf")]).totalValue == 1)
+    }
+
+    @Test func anUnsupportedContentTypeIsRefusedWithAResult() throws {
+        send("audio/hubs/hub-1/accessories/headphones/telemetry", Array("{}".utf8),
+            MQTTProperties(contentType: "text/plain"))
+        let result = try #require(try results(recorder.take()).first)
+        #expect(result.message.contains("content type 'text/plain'"))
+    }
+
+    @Test func topicsOutsideTheContractAreCountedAndIgnored() throws {
+        send("audio/hubs/hub 1/accessories/x/telemetry", [])
+        send("audio/sources/XYZ/state", [])
+        #expect(recorder.take().isEmpty)
+        #expect(try metrics.expectCounter("accessory_bridge_messages_refused_total", [("reason", "topic")]).totalValue == 2)
+    }
+
+    @Test func requestsAboutUnknownAccessoriesLeaveNoState() throws {
+        for index in 0..<50 {
+            telemetry(.placement(.onHead), accessory: "ghost-\(index)")
+        }
+        let published = recorder.take()
+        #expect(published.count == 50)
+        #expect(try results(published).allSatisfy { $0.error == .invalidRequest && !$0.hasState })
+        telemetry(.paired(name: String(repeating: "n", count: 300), model: "", hardwareCapabilities: .all),
+            accessory: "ghost-0")
+        let failedPairing = try #require(try results(recorder.take()).first)
+        #expect(failedPairing.error == .invalidRequest)
+        #expect(!failedPairing.hasState, "a failed pairing creates nothing")
+        telemetry(.register(.all), accessory: "ghost-0")
+        #expect(try results(recorder.take()).first?.message.contains("is not paired") == true)
+    }
+
+    // MARK: - Hubs, sources, time
+
+    @Test func anOfflineHubReleasesAndMarksItsAccessoriesStale() throws {
+        setUpHeadphones()
+        source(.media)
+        telemetry(.placement(.onHead))
+        _ = recorder.take()
+        // The will of a hub whose time is unknown is an all-default HubStatus: an empty payload.
+        let offline = Audioaccessory_V1_HubStatus.with { $0.online = false }
+        #expect(codec.encode(offline, as: .protobuf).isEmpty)
+        send("audio/hubs/hub-1/status", codec.encode(offline, as: .protobuf))
+        let published = recorder.take()
+        #expect(try commands(published).map(\.1.action) == [.release])
+        #expect(try commands(published).map(\.1.reason) == [.accessoryIneligible])
+        let state = try #require(try states(published).last)
+        #expect(state.stale)
+        #expect(state.diagnostics.first?.contains("hub hub-1 is offline") == true)
+
+        let online = Audioaccessory_V1_HubStatus.with {
+            $0.online = true
+            $0.sinceUnixMs = 1_763_790_001_000
+        }
+        send("audio/hubs/hub-1/status", codec.encode(online, as: .json), MQTTProperties(contentType: "application/json"))
+        let back = recorder.take()
+        #expect(try states(back).last?.stale == false)
+        #expect(try commands(back).map(\.1.action) == [.routeToAccessory], "worn again: put on")
+    }
+
+    @Test func diagnosticsComeDueOnTheClock() throws {
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all))
+        telemetry(.register(.all))
+        _ = recorder.take()
+        #expect(processor.scheduler.earliest == clock.time.withLock { $0 } + .seconds(30))
+        clock.advance(.seconds(29))
+        processor.tick()
+        #expect(recorder.take().isEmpty)
+        clock.advance(.seconds(1))
+        processor.tick()
+        let state = try #require(try states(recorder.take()).last)
+        #expect(state.diagnostics.count == 2)
+        #expect(processor.scheduler.earliest == nil)
+    }
+
+    @Test func aSourceBecomingActiveIsRoutedAndTheStateRepublished() throws {
+        setUpHeadphones()
+        telemetry(.placement(.onHead))
+        _ = recorder.take()
+        source(.media)
+        let published = recorder.take()
+        #expect(try commands(published).map(\.1.reason) == [.sourceActivated])
+        #expect(try states(published).map(\.routedSource) == [Self.phone.data])
+    }
+}

@@ -1,0 +1,259 @@
+import AccessoryBridge
+import AccessoryControl
+import AccessoryModel
+import AccessoryWire
+import Foundation
+import MQTTClient
+import Testing
+import TestSupport
+
+/// The running bridge against a real mosquitto: every test starts its own broker on a free port.
+@Suite struct BridgeIntegrationTests {
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+    static let commandsTopic = Topic.sourceCommands(source: phone).name(under: .default)
+
+    /// Starts the bridge and waits for its online status, which it publishes after its subscriptions.
+    static func startBridge(
+        on broker: MosquittoBroker, configure: (inout BridgeConfiguration) -> Void = { _ in }
+    ) async throws -> RunningBridge {
+        let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
+        let bridge = try RunningBridge(broker: broker, configure: configure)
+        let status = try await observer.waitFor(1, on: "audio/bridge/status")[0]
+        let format = try PayloadFormat.detect(contentType: status.properties.contentType, payload: status.payload)
+        #expect(try WireCodec().decode(Audioaccessory_V1_BridgeStatus.self, from: status.payload, format: format).online)
+        await observer.close()
+        return bridge
+    }
+
+    /// Pair, register and connect the headphones to the phone, through `hub`.
+    static func setUpHeadphones(_ hub: Peer) async throws {
+        #expect(try await hub.request(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1).error == .none)
+        #expect(try await hub.request(.register(.all), sequence: 2).error == .none)
+        #expect(try await hub.request(.sources(primary: phone.data, secondary: nil), sequence: 3).error == .none)
+    }
+
+    @Test func theTour() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#"])
+        let device = try await Peer("phone", broker: broker, subscribe: [Self.commandsTopic])
+
+        try await Self.setUpHeadphones(hub)
+        let on = try await hub.request(.placement(.onHead), sequence: 4)
+        #expect(on.error == .none)
+        #expect(on.state.configuration.devicePlacement == .onHead)
+        #expect(try device.commands(for: Self.phone).isEmpty, "nothing plays yet")
+
+        // Start media on the phone: it is routed to the worn headphones.
+        try device.report(.media, source: Self.phone)
+        var commands = try await device.waitForCommands(1, for: Self.phone)
+        #expect(commands.map(\.action) == [.routeToAccessory])
+        #expect(commands[0].reason == .sourceActivated)
+        #expect(commands[0].accessoryID == "headphones")
+
+        // Take them off: PAUSE at once.
+        #expect(try await hub.request(.placement(.offHead), sequence: 5).error == .none)
+        commands = try await device.waitForCommands(2, for: Self.phone)
+        #expect(commands[1].action == .pause)
+        #expect(commands[1].reason == .takenOff)
+
+        // Put them back within the resume window: ROUTE and RESUME.
+        #expect(try await hub.request(.placement(.inEar), sequence: 6).error == .none)
+        commands = try await device.waitForCommands(4, for: Self.phone)
+        #expect(commands[2...].map(\.action) == [.routeToAccessory, .resume])
+        #expect(commands.map(\.sequence) == [1, 2, 3, 4])
+        #expect(Set(commands.map(\.commandID)).count == 4)
+
+        // An error: another hub cannot touch these headphones.
+        let refused = try await hub.request(.placement(.offHead), hub: "hub-2", sequence: 7)
+        #expect(refused.error == .invalidRequest)
+        #expect(refused.message.contains("paired with hub hub-1, not hub-2"))
+
+        // A late subscriber reads the retained state at once.
+        let late = try await Peer("late", broker: broker, subscribe: ["audio/accessories/headphones/state"])
+        let retained = try await late.waitFor(1, on: "audio/accessories/headphones/state")[0]
+        #expect(retained.retain)
+        let state = try WireCodec().decode(Audioaccessory_V1_AccessoryState.self, from: retained.payload, format: .protobuf)
+        #expect(state.configuration.devicePlacement == .inEar)
+        #expect(state.routedSource == Self.phone.data)
+        #expect(state.lastSequence == 6)
+
+        for peer in [hub, device, late] { await peer.close() }
+        try await bridge.stop()
+    }
+
+    /// Each AudioAccessoryKit error, and how to provoke it.
+    enum Provocation: String, CaseIterable, Sendable {
+        case accessoryNotCapable, invalidRequest, invalidated, unknown
+    }
+
+    @Test(arguments: Provocation.allCases)
+    func eachErrorArrivesOnTheResultAndResponseTopics(_ provocation: Provocation) async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        let replies = "test/replies/\(provocation)"
+        let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/hub-1/#", replies])
+        let resultTopic = "audio/hubs/hub-1/accessories/headphones/result"
+        let correlation: [UInt8] = Array("corr-\(provocation)".utf8) + [0, 255]
+
+        let telemetry: [UInt8]
+        switch provocation {
+        case .accessoryNotCapable:
+            try await hub.request(.paired(name: "Buds", model: "B", hardwareCapabilities: .audioSwitching))
+            telemetry = hub.codec.encode(Audioaccessory_V1_AccessoryTelemetry(.register(.all)), as: .protobuf)
+        case .invalidRequest:
+            telemetry = hub.codec.encode(Audioaccessory_V1_AccessoryTelemetry(.register(.all)), as: .protobuf)
+        case .invalidated:
+            try await hub.request(.paired(name: "Studio", model: "S", hardwareCapabilities: .all))
+            try await hub.request(.register(.all))
+            try await hub.request(.paired(name: "Studio", model: "S", hardwareCapabilities: .all))
+            telemetry = hub.codec.encode(Audioaccessory_V1_AccessoryTelemetry(.placement(.onHead)), as: .protobuf)
+        case .unknown:
+            // Only a field of a newer schema (field 20): an event this bridge does not know.
+            telemetry = [0xA2, 0x01, 0x00]
+        }
+        let before = hub.messages(on: resultTopic).count
+        try hub.client.publish(
+            MQTTMessage(
+                topic: "audio/hubs/hub-1/accessories/headphones/telemetry", payload: telemetry,
+                properties: MQTTProperties(responseTopic: replies, correlationData: correlation)))
+
+        let onResultTopic = try await hub.waitFor(before + 1, on: resultTopic)[before]
+        let onResponseTopic = try await hub.waitFor(1, on: replies)[0]
+        #expect(onResponseTopic.properties.correlationData == correlation)
+        #expect(onResponseTopic.payload == onResultTopic.payload)
+        let result = try hub.codec.decode(Audioaccessory_V1_RequestResult.self, from: onResponseTopic.payload, format: .protobuf)
+        #expect(result.controlError?.code.rawValue == provocation.rawValue, "\(result.message)")
+        #expect(!result.message.isEmpty)
+
+        await hub.close()
+        try await bridge.stop()
+    }
+
+    @Test func jsonFromTheRealMosquittoPubReachesTheRealMosquittoSub() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker) { $0.payloadFormat = .json }
+        let subscriber = try await broker.startSubscriber(topic: Self.commandsTopic, count: 1, timeout: .seconds(10))
+        let telemetry = "audio/hubs/hub-1/accessories/headphones/telemetry"
+        for json in [
+            #"{"sequence": "1", "paired": {"name": "Studio", "hardwareCapabilities": ["CAPABILITY_AUDIO_SWITCHING", "CAPABILITY_PLACEMENT"]}}"#,
+            #"{"sequence": "2", "register": {"capabilities": ["CAPABILITY_AUDIO_SWITCHING", "CAPABILITY_PLACEMENT"]}}"#,
+            #"{"sequence": "3", "sources": {"primary": "EjRWeJq8"}}"#,
+            #"{"sequence": "4", "placement": {"placement": "PLACEMENT_ON_HEAD"}}"#,
+        ] {
+            try broker.publish(topic: telemetry, message: json, qos: 1)
+        }
+        try broker.publish(
+            topic: "audio/sources/123456789abc/state", message: #"{"activity": "ACTIVITY_MEDIA"}"#, qos: 1, retain: true)
+        let lines = try await subscriber.output()
+        #expect(lines.count == 1)
+        #expect(lines.first?.hasPrefix(Self.commandsTopic + " {") == true, "\(lines)")
+        #expect(lines.first?.contains(#""action":"ACTION_ROUTE_TO_ACCESSORY""#) == true, "\(lines)")
+        try await bridge.stop()
+    }
+
+    @Test func theBridgesWillSaysOfflineWhenItsProcessIsKilled() async throws {
+        let broker = try await MosquittoBroker()
+        let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
+        let bridge = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", "killed-bridge", "--log-level", "warning"],
+            outputPath: broker.directory.appendingPathComponent("bridge.log").path)
+        let online = try await observer.waitFor(1, on: "audio/bridge/status")[0]
+        #expect(try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: online.payload, format: .protobuf).online)
+
+        bridge.signal(SIGKILL)
+        let offline = try await observer.waitFor(2, on: "audio/bridge/status")[1]
+        let status = try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: offline.payload, format: .protobuf)
+        #expect(!status.online)
+        #expect(status.version == "0.1.0")
+        // Forwarded to a subscriber that was there, the will loses its RETAIN flag (MQTT 5, retain-as-published
+        // off); a newcomer gets the retained copy.
+        let late = try await Peer("late", broker: broker, subscribe: ["audio/bridge/status"])
+        let retained = try await late.waitFor(1, on: "audio/bridge/status")[0]
+        #expect(retained.retain)
+        #expect(!(try late.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: retained.payload, format: .protobuf).online))
+        await observer.close()
+        await late.close()
+    }
+
+    @Test func aGracefulShutdownPublishesOffline() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        try await bridge.stop()
+        let late = try await Peer("late", broker: broker, subscribe: ["audio/bridge/status"])
+        let retained = try await late.waitFor(1, on: "audio/bridge/status")[0]
+        #expect(!(try late.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: retained.payload, format: .protobuf).online))
+        await late.close()
+    }
+
+    @Test func theClientsRegisterCurrentUpdateRoundTrip() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        var mqtt = MQTTConfiguration(clientID: "companion")
+        mqtt.port = broker.port
+        let hub = try AccessoryHub(hubID: HubID("hub-7")!, mqtt: mqtt, logger: .init(label: "hub"))
+        try await hub.start()
+
+        let accessory = try await hub.pair(AccessoryID("studio")!, name: "Studio", model: "S", hardwareCapabilities: .all)
+        #expect(throws: AccessoryControlError.self) { try AccessoryControlDevice.current(for: accessory) }
+        try await AccessoryControlDevice.register(accessory, [.audioSwitching, .placement])
+        let device = try AccessoryControlDevice.current(for: accessory)
+        #expect(device.configuration.deviceCapabilities == [.audioSwitching, .placement])
+        var configuration = device.configuration
+        configuration.devicePlacement = .onHead
+        configuration.primaryAudioSourceDeviceIdentifier = Self.phone.data
+        try await device.update(configuration)
+        #expect(try AccessoryControlDevice.current(for: accessory).configuration == configuration)
+
+        do {
+            var wrong = configuration
+            wrong.deviceCapabilities = [.audioSwitching]
+            wrong.devicePlacement = nil
+            try await AccessoryControlDevice.current(for: accessory).update(wrong)
+            Issue.record("changing the capabilities by update must fail")
+        } catch AccessoryControlDevice.Error.invalidRequest(let reason) {
+            #expect(reason.contains("register again to change them"))
+        }
+        await hub.stop()
+        try await bridge.stop()
+    }
+
+    @Test func theSeedsSamplesBehaveAsTheSeedsDescribe() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        let log = broker.directory.appendingPathComponent("example.log")
+        let example = try ChildProcess(
+            executable: try BuiltProducts.path("companion-example"), arguments: ["mqtt://127.0.0.1:\(broker.port)"],
+            outputPath: log.path)
+        let status = try await example.exit()
+        let output = try String(contentsOf: log, encoding: .utf8)
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("every sample behaved as the seeds describe"), "\(output)")
+        #expect(output.contains("throws .accessoryNotCapable"), "\(output)")
+        try await bridge.stop()
+    }
+
+    @Test func accessoryctlPrintsTheErrorAndItsReason() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await Self.startBridge(on: broker)
+        func accessoryctl(_ arguments: String...) async throws -> (Int32, String) {
+            let log = broker.directory.appendingPathComponent("accessoryctl-\(UUID().uuidString).log")
+            let process = try ChildProcess(
+                executable: try BuiltProducts.path("accessoryctl"),
+                arguments: arguments + ["--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: log.path)
+            let status = try await process.exit()
+            return (status, try String(contentsOf: log, encoding: .utf8))
+        }
+        var (status, output) = try await accessoryctl("pair", "buds", "--capabilities", "audioSwitching")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("paired buds"))
+        (status, output) = try await accessoryctl("register", "buds", "--capabilities", "audioSwitching,placement")
+        #expect(status == 1)
+        #expect(output.contains("error: accessoryNotCapable: accessory buds cannot register [.placement]"), "\(output)")
+        (status, output) = try await accessoryctl("state", "buds")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("state   buds, hub hub-1, paired"), "\(output)")
+        try await bridge.stop()
+    }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import MQTTClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// Connection lifecycle against a real mosquitto: outages, reconnection, wills, credentials, sessions, closing.
+@Suite(.timeLimit(.minutes(2)))
+struct ConnectionTests {
+    enum Outage: String, CaseIterable, Sendable {
+        /// SIGTERM: mosquitto says goodbye to its clients.
+        case stop
+        /// SIGKILL: the connections just break.
+        case kill
+    }
+
+    @Test(arguments: Outage.allCases)
+    func reconnectsAndResubscribesAfterBrokerRestart(_ outage: Outage) async throws {
+        let broker = try await MosquittoBroker()
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+        try await client.connect()
+        try await client.subscribe("restart/#")
+
+        switch outage {
+        case .stop: broker.stop()
+        case .kill: broker.kill()
+        }
+        let lost = try await client.inbox.waitForEvents { $0.lostConnectionError != nil }
+        #expect(lost.first?.lostConnectionError?.kind == .disconnected)
+        #expect(!client.client.isConnected)
+
+        let offset = broker.logLength
+        try await broker.restart()
+        try await client.inbox.waitForEvents(count: 2) { $0.isConnected }
+        #expect(client.client.isConnected)
+        // Resubscribed by itself.
+        try await broker.waitForLog("\(client.clientID) 1 restart/#", after: offset)
+        try broker.publish(topic: "restart/after", message: "back", qos: 1)
+        let received = try await client.inbox.waitForMessages(count: 1)
+        #expect(received.map(\.text) == ["back"])
+        #expect(
+            client.inbox.events.map { $0.isConnected ? "connected" : $0.lostConnectionError != nil ? "lost" : "other" }
+                == ["connected", "lost", "connected"]
+        )
+    }
+
+    @Test func connectsOnceTheBrokerStartsWhenItWasDownAtStart() async throws {
+        let broker = try await MosquittoBroker()
+        broker.stop()
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+        try client.client.start()  // returns at once although nothing listens
+        try await Task.sleep(for: .milliseconds(500))  // a few failed attempts
+        #expect(!client.client.isConnected)
+        #expect(client.inbox.events.isEmpty)
+
+        try await broker.restart()
+        let waiter = client.client
+        try await withTimeout(.seconds(10), "connecting") { try await waiter.waitUntilConnected() }
+        #expect(client.client.isConnected)
+        #expect(client.inbox.events == [.connected(sessionPresent: false)])
+    }
+
+    @Test func willOfAKilledMosquittoSubReachesTheClient() async throws {
+        let broker = try await MosquittoBroker()
+        let observer = try TestClient(broker)
+        defer { observer.client.close() }
+        try await observer.connect()
+        try await observer.subscribe("will/#")
+
+        let dying = try await broker.startSubscriber(
+            topic: "dying/x", count: 1, timeout: .seconds(60),
+            arguments: ["--will-topic", "will/sub", "--will-payload", "gone", "--will-qos", "1"]
+        )
+        dying.kill()
+        let will = try await observer.inbox.waitForMessages(count: 1)
+        #expect(will.map(\.topic) == ["will/sub"])
+        #expect(will.map(\.text) == ["gone"])
+    }
+
+    @Test func brokerPublishesTheClientsWillWithItsPropertiesWhenTheConnectionIsTakenOver() async throws {
+        let broker = try await MosquittoBroker()
+        let observer = try TestClient(broker)
+        defer { observer.client.close() }
+        try await observer.connect()
+        try await observer.subscribe("will/#")
+
+        let will = MQTTMessage(
+            topic: "will/client", payload: Array("offline".utf8), qos: .atLeastOnce,
+            properties: MQTTProperties(
+                contentType: "text/plain", responseTopic: "will/replies", correlationData: [1, 2, 3],
+                userProperties: [UserProperty("reason", "lost")]
+            )
+        )
+        let client = try TestClient(broker) { configuration in
+            configuration.will = will
+            configuration.reconnectDelay = .seconds(30)  // stay away while the test looks
+        }
+        defer { client.client.close() }
+        try await client.connect()
+
+        // Another connection with the same client identifier makes the broker drop this one without a DISCONNECT
+        // from the client: the will goes out.
+        let usurper = try await broker.startSubscriber(
+            topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: client.clientID
+        )
+        defer { usurper.kill() }
+        let received = try #require(try await observer.inbox.waitForMessages(count: 1).first)
+        #expect(received.topic == will.topic)
+        #expect(received.payload == will.payload)
+        #expect(received.properties == will.properties)
+        // mosquitto 2.0.11 just closes the old connection (no DISCONNECT 0x8E): libmosquitto reports it lost.
+        let lost = try await client.inbox.waitForEvents { $0.lostConnectionError != nil }
+        #expect(lost.first?.lostConnectionError?.kind == .disconnected)
+    }
+
+    @Test func disconnectDoesNotPublishTheWill() async throws {
+        let broker = try await MosquittoBroker()
+        let observer = try TestClient(broker)
+        defer { observer.client.close() }
+        try await observer.connect()
+        try await observer.subscribe("will/#")
+        try await observer.subscribe("marker")
+
+        let client = try TestClient(broker) { configuration in
+            configuration.will = MQTTMessage(topic: "will/client", payload: Array("offline".utf8))
+        }
+        defer { client.client.close() }
+        try await client.connect()
+        let offset = broker.logLength
+        await client.client.disconnect()
+        #expect(client.inbox.events == [.connected(sessionPresent: false), .disconnected(nil)])
+        #expect(!client.client.isConnected)
+        try await broker.waitForLog("Client \(client.clientID) disconnected.", after: offset)
+
+        try broker.publish(topic: "marker", message: "after", qos: 1)
+        _ = try await observer.inbox.waitForMessages(count: 1, on: "marker")
+        #expect(observer.inbox.messages(on: "will/client").isEmpty)
+        // It stays disconnected.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!client.client.isConnected)
+        #expect(client.inbox.events.count == 2)
+    }
+
+    @Test func wrongCredentialsAreRefusedAndRetried() async throws {
+        let broker = try await MosquittoBroker(users: ["alice": "secret"])
+        let intruder = try TestClient(broker) { configuration in
+            configuration.username = "alice"
+            configuration.password = "wrong"
+        }
+        defer { intruder.client.close() }
+        try intruder.client.start()
+        // Refused, and tried again (libmosquitto's own threaded loop would give up after the first refusal).
+        let refusals = try await intruder.inbox.waitForEvents(count: 2) { $0.refusal != nil }
+        for refusal in refusals.compactMap(\.refusal) {
+            #expect(refusal.kind == .connectionRefused)
+            // mosquitto 2.0 answers 0x87 (not authorized) or 0x86 (bad user name or password).
+            #expect(refusal.code == 0x87 || refusal.code == 0x86)
+            #expect(!refusal.message.isEmpty)
+        }
+        #expect(!intruder.client.isConnected)
+        #expect(!intruder.inbox.events.contains { $0.isConnected })
+
+        let anonymous = try TestClient(broker)
+        defer { anonymous.client.close() }
+        try anonymous.client.start()
+        try await anonymous.inbox.waitForEvents { $0.refusal != nil }
+
+        let alice = try TestClient(broker) { configuration in
+            configuration.username = "alice"
+            configuration.password = "secret"
+        }
+        defer { alice.client.close() }
+        try await alice.connect()
+        #expect(alice.client.isConnected)
+    }
+
+    @Test func persistentSessionKeepsQoS1MessagesPublishedWhileAway() async throws {
+        let broker = try await MosquittoBroker(persistence: true)
+        let clientID = "persistent-\(UUID().uuidString.prefix(8))"
+        let configure: (inout MQTTConfiguration) -> Void = { configuration in
+            configuration.cleanStart = false
+            configuration.sessionExpiry = .seconds(300)
+        }
+        let first = try TestClient(broker, clientID: clientID, configure: configure)
+        defer { first.client.close() }
+        try await first.connect()
+        try await first.subscribe("offline/#", qos: .atLeastOnce)
+        #expect(first.inbox.events == [.connected(sessionPresent: false)])
+
+        // An automatic reconnection (the broker restarts, keeping its sessions on disk). libmosquitto resends
+        // the CONNECT properties given to the first connect: the session expiry must survive this reconnection,
+        // or the broker would drop the session at the disconnect below.
+        broker.stop()
+        try await broker.restart()
+        try await first.inbox.waitForEvents { $0 == .connected(sessionPresent: true) }
+        await first.client.disconnect()
+        first.client.close()
+
+        for index in 1...5 {
+            try broker.publish(topic: "offline/\(index)", message: "while away \(index)", qos: 1)
+        }
+
+        let second = try TestClient(broker, clientID: clientID, configure: configure)
+        defer { second.client.close() }
+        try await second.connect()
+        #expect(second.inbox.events.first == .connected(sessionPresent: true))
+        let received = try await second.inbox.waitForMessages(count: 5)
+        #expect(received.map(\.text) == (1...5).map { "while away \($0)" })
+    }
+
+    @Test func cleanStartForgetsTheSession() async throws {
+        let broker = try await MosquittoBroker()
+        let clientID = "clean-\(UUID().uuidString.prefix(8))"
+        let first = try TestClient(broker, clientID: clientID) { configuration in
+            configuration.cleanStart = false
+            configuration.sessionExpiry = .seconds(300)
+        }
+        defer { first.client.close() }
+        try await first.connect()
+        try await first.subscribe("offline/#", qos: .atLeastOnce)
+        await first.client.disconnect()
+        try broker.publish(topic: "offline/1", message: "while away", qos: 1)
+
+        let second = try TestClient(broker, clientID: clientID)  // clean start
+        defer { second.client.close() }
+        try await second.connect()
+        #expect(second.inbox.events == [.connected(sessionPresent: false)])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(second.inbox.messages.isEmpty)
+    }
+
+    @Test func closeIsIdempotent() async throws {
+        let broker = try await MosquittoBroker()
+        let client = try TestClient(broker)
+        try await client.connect()
+        let offset = broker.logLength
+        client.client.close()
+        client.client.close()
+        #expect(!client.client.isConnected)
+        // close() said goodbye properly.
+        try await broker.waitForLog("Client \(client.clientID) disconnected.", after: offset)
+
+        let error = #expect(throws: MQTTError.self) {
+            try client.client.publish(MQTTMessage(topic: "a/b", payload: [], qos: .atLeastOnce))
+        }
+        #expect(error?.code == 4)  // MOSQ_ERR_NO_CONN
+        #expect(throws: MQTTError.self) { try client.client.subscribe("a/b") }
+        #expect(throws: MQTTError.self) { try client.client.start() }
+        await #expect(throws: MQTTError.self) { try await client.client.waitUntilConnected() }
+        await client.client.disconnect()  // harmless
+        client.client.close()
+    }
+
+    @Test func closeWithoutStartAndWhileTheBrokerIsDown() async throws {
+        let broker = try await MosquittoBroker()
+        broker.stop()
+        let idle = try TestClient(broker)
+        idle.client.close()
+        idle.client.close()
+        #expect(!idle.client.isConnected)
+
+        let retrying = try TestClient(broker)
+        try retrying.client.start()
+        let waiter = retrying.client
+        let wait = Task { try await waiter.waitUntilConnected() }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        retrying.client.close()
+        #expect(ContinuousClock.now - started < .seconds(2))
+        // The waiting task learns that no connection will come.
+        let error = await #expect(throws: MQTTError.self) { try await wait.value }
+        #expect(error?.kind == .disconnected)
+        #expect(retrying.inbox.events.isEmpty)
+    }
+
+    @Test func waitUntilConnectedCanBeCancelled() async throws {
+        let broker = try await MosquittoBroker()
+        broker.stop()
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+        try client.client.start()
+        let waiter = client.client
+        let wait = Task { try await waiter.waitUntilConnected() }
+        try await Task.sleep(for: .milliseconds(100))
+        wait.cancel()
+        let error = await #expect(throws: MQTTError.self) { try await wait.value }
+        #expect(error?.kind == .disconnected)
+    }
+
+    @Test func closeFromTheMessageHandlerDoesNotDeadlock() async throws {
+        let broker = try await MosquittoBroker()
+        let box = ClientBox()
+        let closed = Inbox()
+        var configuration = MQTTConfiguration(clientID: "self-closing-\(UUID().uuidString.prefix(8))")
+        configuration.port = broker.port
+        let client = try MQTTClient(
+            configuration: configuration, logger: testLogger,
+            onMessage: { message in
+                box.client?.close()  // on the network thread
+                closed.receive(message)
+            }
+        )
+        box.client = client
+        try client.start()
+        try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
+        let offset = broker.logLength
+        try client.subscribe("close/me")
+        try await broker.waitForLog("\(configuration.clientID) 1 close/me", after: offset)
+        try broker.publish(topic: "close/me", message: "bye", qos: 1)
+        _ = try await closed.waitForMessages(count: 1)
+        try await broker.waitForLog("Client \(configuration.clientID) disconnected.", after: offset)
+        #expect(!client.isConnected)
+        #expect(throws: MQTTError.self) { try client.publish(MQTTMessage(topic: "a", payload: [])) }
+        box.client = nil
+    }
+}
+
+/// Lets a handler reach the client it belongs to.
+final class ClientBox: Sendable {
+    private let stored = Mutex<MQTTClient?>(nil)
+
+    var client: MQTTClient? {
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import MQTTClient
+import Testing
+import TestSupport
+
+/// Messages through a real mosquitto: properties, QoS 1 volume and order, no-local, retained, queueing.
+@Suite(.timeLimit(.minutes(2)))
+struct MessageTests {
+    static let allProperties = MQTTProperties(
+        contentType: "application/x-protobuf",
+        responseTopic: "replies/hub-1",
+        correlationData: [0x00, 0xFF, 0x10, 0x00, 0x7F],
+        messageExpiry: .seconds(3600),
+        userProperties: [UserProperty("schema", "v1"), UserProperty("schema", "v2"), UserProperty("ünï", "çødé")]
+    )
+
+    @Test func everyPropertyArrivesIntact() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        defer { subscriber.client.close() }
+        let publisher = try TestClient(broker)
+        defer { publisher.client.close() }
+        try await subscriber.connect()
+        try await subscriber.subscribe("props/+")
+        try await publisher.connect()
+
+        let sent = MQTTMessage(
+            topic: "props/all", payload: [0, 1, 2, 0xFF], qos: .atLeastOnce, properties: Self.allProperties
+        )
+        try publisher.client.publish(sent)
+        let received = try #require(try await subscriber.inbox.waitForMessages(count: 1).first)
+
+        #expect(received.topic == sent.topic)
+        #expect(received.payload == sent.payload)
+        #expect(received.qos == .atLeastOnce)
+        #expect(received.retain == false)
+        // The broker sends the expiry interval that remains: 3600, or 3599 when a second boundary passed.
+        let expiry = try #require(received.properties.messageExpiry)
+        #expect(expiry == .seconds(3600) || expiry == .seconds(3599))
+        var properties = received.properties
+        properties.messageExpiry = sent.properties.messageExpiry
+        #expect(properties == sent.properties)
+    }
+
+    @Test func propertiesReachMosquittoSub() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try await broker.startSubscriber(
+            topic: "props/sub", count: 1, timeout: .seconds(10),
+            arguments: ["-F", "%t|%C|%R|%D|%E|%P|%p"]
+        )
+        let publisher = try TestClient(broker)
+        defer { publisher.client.close() }
+        try await publisher.connect()
+        try publisher.client.publish(
+            MQTTMessage(
+                topic: "props/sub", payload: Array("hello".utf8), qos: .atLeastOnce,
+                properties: MQTTProperties(
+                    contentType: "text/plain", responseTopic: "r/1", correlationData: Array("corr-7".utf8),
+                    messageExpiry: .seconds(600), userProperties: [UserProperty("k", "v")]
+                )
+            )
+        )
+        let lines = try await subscriber.output()
+        #expect(lines.count == 1)
+        let fields = try #require(lines.first).split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+        #expect(fields.count == 7)
+        #expect(fields[0] == "props/sub")
+        #expect(fields[1] == "text/plain")
+        #expect(fields[2] == "r/1")
+        #expect(fields[3] == "corr-7")
+        #expect(fields[4] == "600" || fields[4] == "599")
+        #expect(fields[5] == "k:v")
+        #expect(fields[6] == "hello")
+    }
+
+    @Test func propertiesFromMosquittoPub() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        defer { subscriber.client.close() }
+        try await subscriber.connect()
+        try await subscriber.subscribe("props/pub")
+        try broker.publish(
+            topic: "props/pub", message: "from mosquitto_pub", qos: 1,
+            properties: [
+                "-D", "publish", "content-type", "application/json",
+                "-D", "publish", "response-topic", "replies/x",
+                "-D", "publish", "correlation-data", "abc",
+                "-D", "publish", "message-expiry-interval", "120",
+                "-D", "publish", "user-property", "source", "cli",
+            ]
+        )
+        let received = try #require(try await subscriber.inbox.waitForMessages(count: 1).first)
+        #expect(received.text == "from mosquitto_pub")
+        #expect(received.properties.contentType == "application/json")
+        #expect(received.properties.responseTopic == "replies/x")
+        #expect(received.properties.correlationData == Array("abc".utf8))
+        #expect(received.properties.messageExpiry == .seconds(120) || received.properties.messageExpiry == .seconds(119))
+        #expect(received.properties.userProperties == [UserProperty("source", "cli")])
+    }
+
+    @Test func tenThousandQoS1MessagesArriveAllAndInOrder() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        defer { subscriber.client.close() }
+        let publisher = try TestClient(broker)
+        defer { publisher.client.close() }
+        try await subscriber.connect()
+        try await subscriber.subscribe("bulk/qos1", qos: .atLeastOnce)
+        try await publisher.connect()
+
+        let count = 10_000
+        for index in 0..<count {
+            try publisher.client.publish(MQTTMessage(topic: "bulk/qos1", payload: Array("\(index)".utf8), qos: .atLeastOnce))
+        }
+        let received = try await subscriber.inbox.waitForMessages(count: count, timeout: .seconds(60))
+        #expect(received.count == count)
+        #expect(received.map(\.text) == (0..<count).map { "\($0)" })
+        #expect(received.allSatisfy { $0.qos == .atLeastOnce })
+    }
+
+    @Test func noLocalSubscriptionDoesNotReceiveOwnMessages() async throws {
+        let broker = try await MosquittoBroker()
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+        try await client.connect()
+        try await client.subscribe("nolocal/data", noLocal: true)
+        try await client.subscribe("nolocal/marker")
+
+        try client.client.publish(MQTTMessage(topic: "nolocal/data", payload: Array("own".utf8)))
+        // Same connection, so the broker handles the marker after the message above.
+        try client.client.publish(MQTTMessage(topic: "nolocal/marker", payload: Array("marker".utf8)))
+        _ = try await client.inbox.waitForMessages(count: 1, on: "nolocal/marker")
+        #expect(client.inbox.messages(on: "nolocal/data").isEmpty)
+
+        // Others' messages still arrive.
+        try broker.publish(topic: "nolocal/data", message: "other", qos: 1)
+        let data = try await client.inbox.waitForMessages(count: 1, on: "nolocal/data")
+        #expect(data.map(\.text) == ["other"])
+    }
+
+    @Test func localMessagesArriveWithoutNoLocal() async throws {
+        let broker = try await MosquittoBroker()
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+        try await client.connect()
+        try await client.subscribe("local/data")
+        try client.client.publish(MQTTMessage(topic: "local/data", payload: Array("own".utf8)))
+        let data = try await client.inbox.waitForMessages(count: 1, on: "local/data")
+        #expect(data.map(\.text) == ["own"])
+    }
+
+    @Test func lateSubscriberSeesRetainedMessage() async throws {
+        let broker = try await MosquittoBroker()
+        let publisher = try TestClient(broker)
+        defer { publisher.client.close() }
+        try await publisher.connect()
+        try publisher.client.publish(
+            MQTTMessage(
+                topic: "retained/state", payload: Array("on".utf8), qos: .atLeastOnce, retain: true,
+                properties: MQTTProperties(contentType: "text/plain")
+            )
+        )
+        // mosquitto_sub, started afterwards, gets it from the broker...
+        let fromTool = try await broker.subscribe(topic: "retained/state", count: 1)
+        #expect(fromTool == ["retained/state on"])
+
+        // ...and so does a late MQTTClient, flagged as retained.
+        let late = try TestClient(broker)
+        defer { late.client.close() }
+        try await late.connect()
+        try late.client.subscribe("retained/#")
+        let received = try #require(try await late.inbox.waitForMessages(count: 1).first)
+        #expect(received.topic == "retained/state")
+        #expect(received.text == "on")
+        #expect(received.retain)
+        #expect(received.properties.contentType == "text/plain")
+    }
+
+    @Test func qos1PublishedBeforeConnectingIsSentAfterwards() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try await broker.startSubscriber(topic: "queued/#", count: 1, timeout: .seconds(10), qos: 1)
+        let client = try TestClient(broker)
+        defer { client.client.close() }
+
+        let mid = try client.client.publish(MQTTMessage(topic: "queued/q1", payload: Array("early".utf8), qos: .atLeastOnce))
+        #expect(mid > 0)
+        // QoS 0 cannot wait for a connection.
+        let error = #expect(throws: MQTTError.self) {
+            try client.client.publish(MQTTMessage(topic: "queued/q0", payload: Array("lost".utf8), qos: .atMostOnce))
+        }
+        #expect(error?.kind == .library)
+        #expect(error?.code == 4)  // MOSQ_ERR_NO_CONN
+
+        try await client.connect()
+        #expect(try await subscriber.output() == ["queued/q1 early"])
+    }
+
+    @Test func streamingDeliversMessagesAndFinishesOnClose() async throws {
+        let broker = try await MosquittoBroker()
+        var configuration = MQTTConfiguration(clientID: "stream-\(UUID().uuidString.prefix(8))")
+        configuration.port = broker.port
+        let (client, messages) = try MQTTClient.streaming(configuration: configuration, logger: testLogger)
+        try client.start()
+        try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
+        let offset = broker.logLength
+        try client.subscribe("stream/#")
+        try await broker.waitForLog("\(configuration.clientID) 1 stream/#", after: offset)
+        for index in 0..<3 {
+            try broker.publish(topic: "stream/\(index)", message: "m\(index)", qos: 1)
+        }
+        var iterator = messages.makeAsyncIterator()
+        var received: [String] = []
+        for _ in 0..<3 {
+            if let message = await iterator.next() { received.append(message.text) }
+        }
+        #expect(received == ["m0", "m1", "m2"])
+
+        client.close()
+        // The stream ends.
+        #expect(await iterator.next() == nil)
+    }
+}
