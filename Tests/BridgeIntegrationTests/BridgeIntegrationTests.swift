@@ -254,6 +254,48 @@ import TestSupport
         (status, output) = try await accessoryctl("state", "buds")
         #expect(status == 0, "\(output)")
         #expect(output.contains("state   buds, hub hub-1, paired"), "\(output)")
+
+        // update, with watch printing what goes by: the two retained messages (bridge status, state), then a
+        // state and a result for each command.
+        let watchLog = broker.directory.appendingPathComponent("watch.log")
+        let watch = try ChildProcess(
+            executable: try BuiltProducts.path("accessoryctl"),
+            arguments: ["watch", "--count", "6", "--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: watchLog.path)
+        try await broker.waitForLog("audio/accessories/+/state")
+        (status, output) = try await accessoryctl("register", "buds", "--capabilities", "audioSwitching")
+        #expect(status == 0, "\(output)")
+        (status, output) = try await accessoryctl(
+            "update", "buds", "--capabilities", "audioSwitching", "--primary", "12:34:56:78:9A:BC")
+        #expect(status == 0, "\(output)")
+        #expect(try await watch.exit() == 0)
+        let watched = try String(contentsOf: watchLog, encoding: .utf8)
+        #expect(watched.contains("state   buds, hub hub-1, registered, [.audioSwitching]"), "\(watched)")
+        #expect(watched.contains("result  hub-1/buds"), "\(watched)")
+        (status, output) = try await accessoryctl("state", "buds")
+        #expect(output.contains("sources [12:34:56:78:9A:BC]"), "\(output)")
+
+        // source: the phone starts media; buds (no .placement: worn while it has a source) get it.
+        (status, output) = try await accessoryctl("source", "12:34:56:78:9A:BC", "--activity", "media", "--count", "1")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("command ROUTE_TO_ACCESSORY 12:34:56:78:9A:BC to buds (SOURCE_ACTIVATED) #1"), "\(output)")
         try await bridge.stop()
+    }
+
+    @Test func aRequestTheBridgeDoesNotAnswerThrowsUnknown() async throws {
+        let broker = try await MosquittoBroker()  // and no bridge
+        var mqtt = MQTTConfiguration(clientID: "lonely-hub")
+        mqtt.port = broker.port
+        var options = AccessoryHub.Options()
+        options.timeout = .milliseconds(300)
+        let hub = try AccessoryHub(hubID: HubID("hub-1")!, mqtt: mqtt, options: options, logger: .init(label: "hub"))
+        try await hub.start()
+        do {
+            _ = try await hub.pair(AccessoryID("studio")!, name: "", model: "", hardwareCapabilities: .all)
+            Issue.record("without a bridge, pairing cannot succeed")
+        } catch {
+            #expect(error.code == .unknown)
+            #expect(error.reason.contains("did not answer paired within"), "\(error.reason)")
+        }
+        await hub.stop()
     }
 }
