@@ -177,6 +177,35 @@ import TestSupport
         await late.close()
     }
 
+    @Test func sigtermStopsTheProcessGracefullyWithJSONLogs() async throws {
+        let broker = try await MosquittoBroker()
+        let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
+        let log = broker.directory.appendingPathComponent("bridge.log")
+        let bridge = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--log-format", "json", "--password", "hunter2",
+                "--username", "bridge"],
+            outputPath: log.path)
+        _ = try await observer.waitFor(1, on: "audio/bridge/status")
+        bridge.signal(SIGTERM)
+        #expect(try await bridge.exit() == 0)
+        let statuses = observer.messages(on: "audio/bridge/status")
+        #expect(statuses.count == 2)
+        #expect(!(try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: statuses[1].payload, format: .protobuf).online))
+        // A clean DISCONNECT (an abrupt loss would read "closed its connection" or "socket error").
+        try await broker.waitForLog("Client accessory-bridge disconnected.")
+
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count >= 3, "\(lines)")
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["message"] is String && object?["level"] is String && object?["time"] is String, "\(line)")
+        }
+        #expect(lines.contains { $0.contains(#""message":"shutting down""#) })
+        #expect(!lines.contains { $0.contains("hunter2") }, "the password is never logged")
+        await observer.close()
+    }
+
     @Test func aGracefulShutdownPublishesOffline() async throws {
         let broker = try await MosquittoBroker()
         let bridge = try await Self.startBridge(on: broker)
