@@ -138,14 +138,16 @@ final class MessageProcessor: Sendable {
             var rerouted: [AccessoryID] = []
             let error: AccessoryControlError?
             var stateBytes: [UInt8]?
+            let routedSource: BluetoothAddress?
             do throws(AccessoryControlError) {
                 let accessory = try state.machine.apply(request, sequence: telemetry.sequence, from: hub, at: now)
                 error = nil
-                let routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &rerouted)
+                routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &rerouted)
                 stateBytes = outbox.publishState(accessory, routedSource: routedSource, as: format)
                 reschedule(&state)
             } catch let failure {
                 error = failure
+                routedSource = self.routedSource(of: id)
                 logger.info(
                     "request failed",
                     metadata: [
@@ -156,7 +158,7 @@ final class MessageProcessor: Sendable {
             let current = state.machine.accessory
             outbox.publishResult(
                 hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error: error,
-                state: current.map { ($0, routedSource(of: id), stateBytes) }, format: format,
+                state: current.map { ($0, routedSource, stateBytes) }, format: format,
                 replyTo: message.properties)
             return rerouted
         }
