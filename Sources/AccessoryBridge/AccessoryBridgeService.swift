@@ -16,6 +16,7 @@ public final class AccessoryBridgeService: Service {
     private let processor: MessageProcessor
     private let client: MQTTClient
     private let startedAt: Timestamp
+    private let instanceID: String
 
     /// Creates the bridge; it connects when run.
     ///
@@ -30,6 +31,7 @@ public final class AccessoryBridgeService: Service {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.instanceID = instanceID
         startedAt = clock.now
         let publisher = LateBoundPublisher()
         let processor = MessageProcessor(
@@ -38,6 +40,9 @@ public final class AccessoryBridgeService: Service {
         self.processor = processor
         let outbox = processor.outboxForStatus
         var mqtt = configuration.mqtt
+        // A persistent session: telemetry that arrives while the bridge is away waits for it.
+        mqtt.cleanStart = false
+        mqtt.sessionExpiry = configuration.sessionExpiry
         mqtt.will = outbox.bridgeStatus(online: false, version: configuration.version, since: startedAt)
         let online = outbox.bridgeStatus(online: true, version: configuration.version, since: startedAt)
         let logger = logger
@@ -75,6 +80,15 @@ public final class AccessoryBridgeService: Service {
                 "mqtt.client_id": "\(configuration.mqtt.clientID)", "topic_root": "\(root)",
                 "payload_format": "\(configuration.payloadFormat)", "version": "\(configuration.version)",
             ])
+        // The retained states first: the persistent session delivers the telemetry that waited for the bridge as soon
+        // as it connects, and that telemetry must meet the accessories as they were.
+        do {
+            try await cancelWhenGracefulShutdown { try await self.rebuild() }
+        } catch is CancellationError {
+            logger.info("shut down before start-up finished")
+            client.close()
+            return
+        }
         try client.start()
 
         let stopping = Atomic(false)
@@ -89,6 +103,63 @@ public final class AccessoryBridgeService: Service {
             processor.outboxForStatus.bridgeStatus(online: false, version: configuration.version, since: clock.now))
         await client.disconnect()
         client.close()
+    }
+
+    /// Reads every retained accessory and source state through a short clean session, and rebuilds from them. Waits
+    /// for the broker as long as it takes; a shutdown cancels it.
+    private func rebuild() async throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var mqtt = configuration.mqtt
+        mqtt.clientID += "-rebuild"
+        mqtt.cleanStart = true
+        mqtt.sessionExpiry = nil
+        mqtt.will = nil
+        let (reader, messages) = try MQTTClient.streaming(configuration: mqtt, logger: logger)
+        defer { reader.close() }
+        let root = configuration.topicRoot
+        // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
+        let marker = "\(root)/bridge/rebuild/\(instanceID)"
+        try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atLeastOnce)
+        try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atLeastOnce)
+        try reader.subscribe(marker, qos: .atLeastOnce)
+        try reader.start()
+        try await reader.waitUntilConnected()
+        try reader.publish(MQTTMessage(topic: marker, payload: [], qos: .atLeastOnce))
+
+        let timeout = configuration.rebuildTimeout
+        let watchdog = Task { [logger] in
+            try await Task.sleep(for: timeout)
+            logger.warning("reading the retained states took too long; going on with what arrived")
+            reader.close()
+        }
+        defer { watchdog.cancel() }
+        var accessoryStates: [MQTTMessage] = []
+        var sourceStates: [MQTTMessage] = []
+        for await message in messages {
+            if message.topic == marker { break }
+            if message.topic.hasSuffix("/state") && message.topic.hasPrefix("\(root)/sources/") {
+                sourceStates.append(message)
+            } else {
+                accessoryStates.append(message)
+            }
+        }
+        try Task.checkCancellation()
+        await reader.disconnect()
+        let read = clock.now
+        let restored = processor.restore(accessoryStates: accessoryStates, sourceStates: sourceStates)
+        logger.info(
+            "rebuilt from the retained states",
+            metadata: [
+                "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
+                "unusable": "\(restored.skipped)",
+                "read_ms": "\(Self.milliseconds(read - started))",
+                "rebuild_ms": "\(Self.milliseconds(clock.now - read))",
+            ])
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
     /// The one clock: sleeps until the earliest deadline (at most the configured granularity) and ticks.

@@ -18,6 +18,13 @@ public struct BridgeConfiguration: Sendable {
     public var maximumPayloadSize: Int = 64 * 1024
     /// The bridge's version, in its BridgeStatus.
     public var version: String = "0.1.0"
+    /// How long the broker keeps the bridge's session (its subscriptions and the telemetry that arrives meanwhile)
+    /// while the bridge is away.
+    public var sessionExpiry: Duration = .seconds(24 * 60 * 60)
+    /// At most one rebirth request per accessory per interval, however many gaps its telemetry shows.
+    public var rebirthInterval: Duration = .seconds(10)
+    /// How long the start-up read of retained states may take before the bridge goes on with what it has.
+    public var rebuildTimeout: Duration = .seconds(60)
     /// How often the timer loop looks for due deadlines at the latest (it sleeps less when one is due sooner).
     public var timerGranularity: Duration = .milliseconds(250)
 

@@ -11,8 +11,12 @@ struct BridgeMetrics: Sendable {
     let results: [String: Counter]
     /// Switch commands by action.
     let commands: [SwitchCommand.Action: Counter]
-    /// Publishes libmosquitto refused.
+    /// Publishes libmosquitto refused (while disconnected: beyond the bound of what waits for the next connection).
     let publishFailures: Counter
+    /// Telemetry whose sequence was not above the last one processed.
+    let duplicates: Counter
+    /// Gaps in a hub's sequences (each a rebirth request, at most one per accessory per interval).
+    let gaps: Counter
 
     enum Refusal: String, CaseIterable, Sendable {
         case topic, contentType = "content_type", tooLarge = "too_large", protobuf, json, value
@@ -36,6 +40,8 @@ struct BridgeMetrics: Sendable {
                 ($0, Counter(label: "accessory_bridge_commands_total", dimensions: [("action", "\($0)")], factory: factory))
             })
         publishFailures = Counter(label: "accessory_bridge_publish_failures_total", factory: factory)
+        duplicates = Counter(label: "accessory_bridge_duplicates_total", factory: factory)
+        gaps = Counter(label: "accessory_bridge_sequence_gaps_total", factory: factory)
     }
 
     func result(_ code: AccessoryControlError.Code?) {

@@ -22,6 +22,7 @@ final class MessageProcessor: Sendable {
     private let outbox: Outbox
     private let lanes: AccessoryLanes
     private let routing: Mutex<RoutingState>
+    private let rebirthInterval: Duration
     let scheduler = DeadlineScheduler()
 
     private struct RoutingState: Sendable {
@@ -46,10 +47,14 @@ final class MessageProcessor: Sendable {
         var policy = AccessoryStateMachine.Policy()
         policy.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
         lanes = AccessoryLanes(policy: policy)
+        rebirthInterval = configuration.rebirthInterval
+        // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
+        let base = UInt64(max(0, clock.now.unixMilliseconds)) * 1000
         routing = Mutex(
             RoutingState(
                 engine: RoutingEngine(
-                    policy: .init(resumeWindow: configuration.resumeWindow), instanceID: instanceID)))
+                    policy: .init(resumeWindow: configuration.resumeWindow), instanceID: instanceID,
+                    commandSequenceBase: base)))
     }
 
     var outboxForStatus: Outbox { outbox }
@@ -78,7 +83,7 @@ final class MessageProcessor: Sendable {
         case .sourceState(let source):
             metrics.received["source_state"]?.increment()
             sourceState(message, source: source)
-        case .result, .accessoryState, .sourceCommands, .bridgeStatus:
+        case .result, .rebirth, .accessoryState, .sourceCommands, .bridgeStatus:
             logger.debug("ignored a message the bridge does not consume", metadata: ["mqtt.topic": "\(message.topic)"])
         }
     }
@@ -134,7 +139,18 @@ final class MessageProcessor: Sendable {
             return
         }
 
+        let isBirth: Bool
+        if case .paired = request { isBirth = true } else { isBirth = false }
         let rerouted: [AccessoryID] = lane.withLock { state in
+            switch state.sequences.verdict(for: telemetry.sequence, isBirth: isBirth) {
+            case .duplicate(let last):
+                duplicate(message, telemetry, of: &state, last: last, hub: hub, format: format)
+                return []
+            case .gap(let missing):
+                gap(missing, before: telemetry.sequence, in: &state, hub: hub, at: now)
+            case .unsequenced, .next, .birth:
+                break
+            }
             var rerouted: [AccessoryID] = []
             let error: AccessoryControlError?
             var stateBytes: [UInt8]?
@@ -156,10 +172,13 @@ final class MessageProcessor: Sendable {
                     ])
             }
             let current = state.machine.accessory
-            outbox.publishResult(
+            let result = outbox.publishResult(
                 hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error: error,
                 state: current.map { ($0, routedSource, stateBytes) }, format: format,
                 replyTo: message.properties)
+            // A failure consumes its sequence too: the hub did send it.
+            state.sequences.record(telemetry.sequence, isBirth: isBirth)
+            state.recentResults.record(.init(sequence: telemetry.sequence, format: format, bytes: result))
             return rerouted
         }
         if lane.withLock({ $0.machine.accessory == nil }) {
@@ -220,6 +239,100 @@ final class MessageProcessor: Sendable {
             return output.rerouted
         }
         republish(rerouted, except: nil, at: now)
+    }
+
+    /// A repeat of a request already processed: nothing changes, and it gets the first one's result again (or, when
+    /// that is no longer kept, an error that says why nothing happened).
+    private func duplicate(
+        _ message: MQTTMessage, _ telemetry: Audioaccessory_V1_AccessoryTelemetry, of state: inout AccessoryLane.State,
+        last: UInt64, hub: HubID, format: PayloadFormat
+    ) {
+        metrics.duplicates.increment()
+        let id = state.machine.id
+        logger.debug(
+            "duplicate telemetry", metadata: ["accessory.id": "\(id)", "sequence": "\(telemetry.sequence)"])
+        if let first = state.recentResults.result(for: telemetry.sequence) {
+            outbox.resendResult(first.bytes, format: first.format, hub: hub, accessory: id, replyTo: message.properties)
+            return
+        }
+        let error = AccessoryControlError.invalidRequest(
+            reason: "sequence \(telemetry.sequence) is not above \(last), the last one processed: a duplicate or an "
+                + "out-of-order message; nothing changed")
+        outbox.publishResult(
+            hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error: error,
+            state: state.machine.accessory.map { ($0, routedSource(of: id), nil) }, format: format,
+            replyTo: message.properties)
+    }
+
+    /// Telemetry beyond the next sequence: some never arrived. It is applied, and the hub asked to send everything
+    /// again (at most once per accessory per interval).
+    private func gap(
+        _ missing: ClosedRange<UInt64>, before sequence: UInt64, in state: inout AccessoryLane.State, hub: HubID,
+        at now: Timestamp
+    ) {
+        metrics.gaps.increment()
+        let id = state.machine.id
+        logger.warning(
+            "gap in a hub's sequence",
+            metadata: [
+                "accessory.id": "\(id)", "hub.id": "\(hub)", "missing": "\(missing.lowerBound)...\(missing.upperBound)",
+            ])
+        if let last = state.lastRebirthRequest, now < last + rebirthInterval { return }
+        state.lastRebirthRequest = now
+        let count = missing.upperBound - missing.lowerBound + 1
+        outbox.publishRebirthRequest(
+            hub: hub,
+            .with {
+                $0.accessoryID = id.rawValue
+                $0.lastSequence = missing.lowerBound - 1
+                $0.receivedSequence = sequence
+                $0.reason = "sequence \(sequence) follows \(missing.lowerBound - 1): \(count) message\(count == 1 ? "" : "s") "
+                    + "missing; send Paired, Register and a full update again"
+            })
+    }
+
+    // MARK: - Restoring
+
+    /// Rebuilds accessories and playing devices from their retained states, read before any telemetry: publishes
+    /// nothing, sends no command. Returns how many of each were restored and how many messages were unusable.
+    func restore(accessoryStates: [MQTTMessage], sourceStates: [MQTTMessage]) -> (accessories: Int, sources: Int, skipped: Int) {
+        let now = clock.now
+        var skipped = 0
+        var sources = 0
+        var accessories = 0
+        routing.withLock { routing in
+            // Devices first: what a device says it is routed to wins over what the bridge remembers sending.
+            for message in sourceStates {
+                guard case .sourceState(let source)? = try? Topic(parsing: message.topic, under: root),
+                    let report = try? read(Audioaccessory_V1_SourceState.self, from: message).report()
+                else {
+                    skipped += 1
+                    continue
+                }
+                routing.engine.restoreSource(report, from: source, at: now)
+                sources += 1
+            }
+        }
+        for message in accessoryStates {
+            guard case .accessoryState(let id)? = try? Topic(parsing: message.topic, under: root),
+                let state = try? read(Audioaccessory_V1_AccessoryState.self, from: message),
+                let accessory = try? state.accessory(restoredAt: now, gracePeriod: lanes.policy.diagnosticsGracePeriod),
+                accessory.id == id
+            else {
+                skipped += 1
+                logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
+                continue
+            }
+            let lane = AccessoryLane(restoring: accessory, policy: lanes.policy)
+            lanes.insert(lane)
+            routing.withLock { routing in
+                routing.engine.restore(
+                    RoutingAccessory(accessory), routedSource: BluetoothAddress(bytes: state.routedSource), at: now)
+            }
+            lane.withLock { reschedule(&$0) }
+            accessories += 1
+        }
+        return (accessories, sources, skipped)
     }
 
     // MARK: - Time

@@ -163,7 +163,20 @@ public final class MQTTClient: Sendable {
         }
         let properties = try OutgoingProperties(message.properties)
         let list = properties.list
-        return try core.withHandle { pointer throws(MQTTError) -> Int32 in
+        // While disconnected, libmosquitto keeps QoS > 0 messages for the next connection: bound how many.
+        let limit = core.configuration.maximumQueuedMessagesWhileDisconnected
+        let queueing = message.qos != .atMostOnce
+        if queueing {
+            let full = core.state.withLock { state in
+                !state.isConnected && state.queuedWhileDisconnected >= limit
+            }
+            guard !full else {
+                throw MQTTError(
+                    kind: .queueFull, code: MosquittoLibrary.noConnection,
+                    message: "disconnected, and \(limit) messages already wait for the next connection")
+            }
+        }
+        let mid = try core.withHandle { pointer throws(MQTTError) -> Int32 in
             var mid: Int32 = 0
             let rc = message.payload.withUnsafeBytes { bytes in
                 mosquitto_publish_v5(
@@ -176,6 +189,17 @@ public final class MQTTClient: Sendable {
             else { throw MQTTError.library(rc) }
             return mid
         }
+        if queueing {
+            core.state.withLock { state in
+                if !state.isConnected { state.queuedWhileDisconnected += 1 }
+            }
+        }
+        return mid
+    }
+
+    /// QoS > 0 messages published since the connection was lost, held for the next one (0 while connected).
+    public var queuedWhileDisconnected: Int {
+        core.state.withLock { $0.isConnected ? 0 : $0.queuedWhileDisconnected }
     }
 
     /// Sends DISCONNECT (the broker does not publish the will) and stops reconnecting.

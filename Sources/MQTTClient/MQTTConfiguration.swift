@@ -41,6 +41,9 @@ public struct MQTTConfiguration: Sendable {
     /// The most QoS > 0 messages the broker may have in flight towards this client at once: the CONNECT "receive
     /// maximum", 1...65535 (libmosquitto's own default is 20).
     public var maximumIncomingInflightMessages: Int = 100
+    /// The most QoS > 0 messages libmosquitto may hold for the next connection while disconnected; beyond it,
+    /// ``MQTTClient/publish(_:)`` throws ``MQTTError/Kind/queueFull`` (memory stays bounded during a long outage).
+    public var maximumQueuedMessagesWhileDisconnected: Int = 100_000
 
     public init(clientID: String) {
         self.clientID = clientID

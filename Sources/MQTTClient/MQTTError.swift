@@ -13,6 +13,9 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         case subscriptionRefused
         /// A bad argument found before calling libmosquitto (``code`` is `MOSQ_ERR_INVAL`).
         case invalidArgument
+        /// Disconnected, and ``MQTTConfiguration/maximumQueuedMessagesWhileDisconnected`` messages already wait for
+        /// the next connection (``code`` is `MOSQ_ERR_NO_CONN`).
+        case queueFull
     }
 
     public var kind: Kind

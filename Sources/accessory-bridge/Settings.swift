@@ -47,6 +47,9 @@ enum Settings {
         @Option(help: "The format of commands and of states no request decides: protobuf or json. (default: protobuf)")
         var payloadFormat: String?
 
+        @Option(help: "Seconds the broker keeps the bridge's session (and the telemetry for it) while it is away. (default: 86400)")
+        var sessionExpiry: Double?
+
         @Option(help: "The largest inbound payload, in bytes. (default: 65536)")
         var maxPayloadSize: Int?
 
@@ -72,6 +75,7 @@ enum Settings {
             given["key-file"] = keyFile
             given["resume-window"] = resumeWindow.map { "\($0)" }
             given["diagnostics-grace-period"] = diagnosticsGracePeriod.map { "\($0)" }
+            given["session-expiry"] = sessionExpiry.map { "\($0)" }
             given["payload-format"] = payloadFormat
             given["max-payload-size"] = maxPayloadSize.map { "\($0)" }
             given["log-level"] = logLevel
@@ -141,6 +145,7 @@ enum Settings {
         if let seconds = try number("diagnostics-grace-period") {
             bridge.diagnosticsGracePeriod = .milliseconds(Int64(seconds * 1000))
         }
+        if let seconds = try number("session-expiry") { bridge.sessionExpiry = .milliseconds(Int64(seconds * 1000)) }
         let formatText = config.string(forKey: ConfigKey(["payload-format"]), default: "protobuf")
         guard let format = PayloadFormat(rawValue: formatText) else {
             throw Invalid(description: "payload-format must be protobuf or json, not '\(formatText)'")

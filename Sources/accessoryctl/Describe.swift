@@ -21,6 +21,9 @@ enum Describe {
                     + (result.controlError.map { "\($0)" } ?? "ok")
             case .accessoryState:
                 return state(try codec.decode(Audioaccessory_V1_AccessoryState.self, from: message.payload, format: format))
+            case .rebirth(let hub):
+                let request = try codec.decode(Audioaccessory_V1_RebirthRequest.self, from: message.payload, format: format)
+                return "rebirth \(hub)/\(request.accessoryID) after seq \(request.lastSequence): \(request.reason)"
             case .hubStatus(let hub):
                 let status = try codec.decode(Audioaccessory_V1_HubStatus.self, from: message.payload, format: format)
                 return "hub     \(hub) \(status.online ? "online" : "offline")"

@@ -21,6 +21,7 @@ import Testing
         #expect(settings.bridge.diagnosticsGracePeriod == .seconds(30))
         #expect(settings.bridge.payloadFormat == .protobuf)
         #expect(settings.bridge.maximumPayloadSize == 65_536)
+        #expect(settings.bridge.sessionExpiry == .seconds(86_400))
         #expect(settings.logLevel == .info)
     }
 
@@ -30,12 +31,13 @@ import Testing
             .write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let settings = try await resolve(
-            ["--config-file", file.path, "--topic-root", "from-flag"],
+            ["--config-file", file.path, "--topic-root", "from-flag", "--session-expiry", "3600"],
             environment: ["AUDIO_BRIDGE_TOPIC_ROOT": "from-env", "AUDIO_BRIDGE_CLIENT_ID": "env-id"])
         #expect(settings.bridge.topicRoot.rawValue == "from-flag")
         #expect(settings.bridge.mqtt.clientID == "env-id")
         #expect(settings.bridge.resumeWindow == .seconds(7))
         #expect(settings.bridge.payloadFormat == .json)
+        #expect(settings.bridge.sessionExpiry == .seconds(3600))
     }
 
     @Test func theConfigFileCanComeFromTheEnvironment() async throws {

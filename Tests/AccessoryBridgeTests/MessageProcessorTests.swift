@@ -125,7 +125,9 @@ import Testing
         telemetry(.placement(.inEar), sequence: 6)
         published = recorder.take()
         #expect(try commands(published).map(\.1.action) == [.routeToAccessory, .resume])
-        #expect(try commands(published).map(\.1.sequence) == [3, 4])
+        // Sequences start above the bridge's start in ms × 1000, so that they keep increasing across restarts.
+        let base: UInt64 = 1_763_790_000_000 * 1000
+        #expect(try commands(published).map(\.1.sequence) == [base + 3, base + 4])
         #expect(try metrics.expectCounter("accessory_bridge_commands_total", [("action", "RESUME")]).totalValue == 1)
     }
 
@@ -212,6 +214,117 @@ import Testing
         #expect(!failedPairing.hasState, "a failed pairing creates nothing")
         telemetry(.register(.all), accessory: "ghost-0")
         #expect(try results(recorder.take()).first?.message.contains("is not paired") == true)
+    }
+
+    // MARK: - Sequences (after Sparkplug B)
+
+    @Test func aDuplicateChangesNothingAndGetsItsFirstResultAgain() throws {
+        setUpHeadphones()
+        source(.media)
+        telemetry(.placement(.onHead), sequence: 4, requestID: "first")
+        let first = recorder.take()
+        let firstResult = try #require(first.first { $0.topic.hasSuffix("/result") })
+        #expect(try commands(first).count == 1)
+
+        telemetry(.placement(.onHead), sequence: 4, requestID: "again",
+            properties: MQTTProperties(responseTopic: "replies/x", correlationData: [7]))
+        let again = recorder.take()
+        #expect(again.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "replies/x"])
+        #expect(again[0].payload == firstResult.payload, "the very same bytes")
+        #expect(again[1].properties.correlationData == [7])
+        #expect(try commands(again).isEmpty && (try states(again)).isEmpty)
+        #expect(try metrics.expectCounter("accessory_bridge_duplicates_total").totalValue == 1)
+
+        // A message that arrives after a later one (out of order: 6 after 9) was never processed, so no result is
+        // kept for it: an error says why nothing happened.
+        telemetry(.placement(.inEar), sequence: 9)
+        _ = recorder.take()
+        telemetry(.placement(.offHead), sequence: 6)
+        let late = try #require(try results(recorder.take()).first)
+        #expect(late.error == .invalidRequest)
+        #expect(late.message.contains("sequence 6 is not above 9, the last one processed"))
+        #expect(late.state.configuration.devicePlacement == .inEar, "nothing changed")
+    }
+
+    @Test func aFailureConsumesItsSequence() throws {
+        setUpHeadphones()
+        telemetry(.register([.placement]), sequence: 4)  // fine
+        telemetry(.update(Configuration(deviceCapabilities: .all)), sequence: 5)  // fails: other capabilities
+        _ = recorder.take()
+        telemetry(.placement(.onHead), sequence: 6)
+        let published = recorder.take()
+        #expect(!published.contains { $0.topic.hasSuffix("/rebirth") }, "5 was processed: no gap")
+        #expect(try metrics.expectCounter("accessory_bridge_sequence_gaps_total").totalValue == 0)
+    }
+
+    @Test func aGapIsAppliedCountedAndAsksTheHubForEverythingAgain() throws {
+        setUpHeadphones()
+        telemetry(.placement(.onHead), sequence: 7)
+        let published = recorder.take()
+        #expect(try results(published).first?.error == Audioaccessory_V1_ErrorCode.none, "applied")
+        let rebirth = try #require(published.first { $0.topic == "audio/hubs/hub-1/rebirth" })
+        let request = try codec.decode(Audioaccessory_V1_RebirthRequest.self, from: rebirth.payload, format: .protobuf)
+        #expect(request.accessoryID == "headphones")
+        #expect(request.lastSequence == 3)
+        #expect(request.receivedSequence == 7)
+        #expect(request.reason.contains("3 messages missing"))
+
+        // Another gap soon after: counted, but the hub is not asked twice within the interval.
+        telemetry(.placement(.offHead), sequence: 9)
+        #expect(!recorder.take().contains { $0.topic.hasSuffix("/rebirth") })
+        clock.advance(.seconds(11))
+        telemetry(.placement(.onHead), sequence: 11)
+        #expect(recorder.take().contains { $0.topic.hasSuffix("/rebirth") })
+        #expect(try metrics.expectCounter("accessory_bridge_sequence_gaps_total").totalValue == 3)
+    }
+
+    @Test func aPairingIsABirthThatRestartsTheCount() throws {
+        setUpHeadphones()
+        telemetry(.placement(.onHead), sequence: 40)
+        _ = recorder.take()
+        // The hub restarted and lost its counter: it pairs again from 1.
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1)
+        #expect(try results(recorder.take()).first?.error == Audioaccessory_V1_ErrorCode.none)
+        telemetry(.register(.all), sequence: 2)
+        let registered = try #require(try results(recorder.take()).first)
+        #expect(registered.error == Audioaccessory_V1_ErrorCode.none)
+        #expect(registered.state.lastSequence == 2)
+    }
+
+    // MARK: - Restoring after a restart
+
+    @Test func restoringRebuildsWithoutPublishingAndRoutingContinues() throws {
+        setUpHeadphones()
+        source(.media)
+        telemetry(.placement(.onHead), sequence: 4)
+        let published = recorder.take()
+        let retainedState = try #require(published.last { $0.topic == "audio/accessories/headphones/state" })
+        let retainedSource = MQTTMessage(
+            topic: "audio/sources/123456789abc/state",
+            payload: codec.encode(Audioaccessory_V1_SourceState(SourceReport(sequence: 1, activity: .media)), as: .protobuf))
+
+        // A new bridge process.
+        let restarted = MessageProcessor(
+            configuration: BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test")), instanceID: "t2",
+            publisher: recorder, clock: clock.wallClock, logger: Logger(label: "test"), metrics: metrics)
+        let garbage = MQTTMessage(topic: "audio/accessories/ghost/state", payload: [0xFF, 0xFF])
+        let counts = restarted.restore(accessoryStates: [retainedState, garbage], sourceStates: [retainedSource])
+        #expect(counts.accessories == 1 && counts.sources == 1 && counts.skipped == 1)
+        #expect(recorder.take().isEmpty, "restoring publishes nothing")
+
+        // The sequence continues where it was; a redelivered message is a duplicate.
+        restarted.handle(MQTTMessage(
+            topic: "audio/hubs/hub-1/accessories/headphones/telemetry",
+            payload: codec.encode(Audioaccessory_V1_AccessoryTelemetry(.placement(.onHead), sequence: 4), as: .protobuf)))
+        #expect(try results(recorder.take()).first?.message.contains("not above 4") == true)
+
+        // Routing continues: the route was restored, so taking them off pauses the phone.
+        restarted.handle(MQTTMessage(
+            topic: "audio/hubs/hub-1/accessories/headphones/telemetry",
+            payload: codec.encode(Audioaccessory_V1_AccessoryTelemetry(.placement(.offHead), sequence: 5), as: .protobuf)))
+        let after = recorder.take()
+        #expect(try commands(after).map(\.1.action) == [.pause])
+        #expect(try results(after).first?.state.lastSequence == 5)
     }
 
     // MARK: - Hubs, sources, time

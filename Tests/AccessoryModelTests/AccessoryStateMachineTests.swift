@@ -309,6 +309,8 @@ import Testing
         #expect(try machine.current().lastSequence == 10)
         try machine.apply(.placement(.offHead), sequence: 11, from: F.hubA, at: F.at(4))
         #expect(try machine.current().lastSequence == 11)
+        try machine.apply(Self.pair, sequence: 2, from: F.hubA, at: F.at(5))
+        #expect(try machine.current().lastSequence == 2, "a pairing is a birth: its sequence restarts the count")
     }
 
     // MARK: - Diagnostics (the seeds' common mistakes)
@@ -405,5 +407,39 @@ import Testing
         let next = try machine.apply(.placement(.offHead), sequence: 41, from: F.hubA, at: F.at(1))
         #expect(next.lastSequence == 41)
         #expect(next.configuration.devicePlacement == .offHead)
+    }
+}
+
+@Suite struct SequenceTrackerTests {
+    @Test(arguments: [
+        // (last, sequence, isBirth, verdict)
+        (UInt64(0), UInt64(0), false, SequenceTracker.Verdict.unsequenced),
+        (7, 0, false, .unsequenced),
+        (7, 0, true, .unsequenced),
+        (0, 1, false, .next),
+        (0, 1_763_790_000_000, false, .next),
+        (7, 8, false, .next),
+        (7, 7, false, .duplicate(last: 7)),
+        (7, 3, false, .duplicate(last: 7)),
+        (7, 9, false, .gap(missing: 8...8)),
+        (7, 20, false, .gap(missing: 8...19)),
+        (7, 1, true, .birth),
+        (7, 7, true, .birth),
+        (7, 100, true, .birth),
+    ])
+    func verdicts(_ last: UInt64, _ sequence: UInt64, _ isBirth: Bool, _ verdict: SequenceTracker.Verdict) {
+        #expect(SequenceTracker(last: last).verdict(for: sequence, isBirth: isBirth) == verdict)
+    }
+
+    @Test func recordingKeepsTheHighestAndABirthRestartsTheCount() {
+        var tracker = SequenceTracker()
+        tracker.record(5, isBirth: false)
+        tracker.record(3, isBirth: false)
+        #expect(tracker.last == 5)
+        tracker.record(0, isBirth: false)
+        #expect(tracker.last == 5, "unsequenced changes nothing")
+        tracker.record(1, isBirth: true)
+        #expect(tracker.last == 1, "a pairing restarts the count")
+        #expect(tracker.verdict(for: 2, isBirth: false) == .next)
     }
 }

@@ -377,6 +377,41 @@ import Testing
         #expect(h.engine.activity(of: phone) == .call)
     }
 
+    // MARK: Restoring after a restart
+
+    @Test func aRestoredRouteSendsNothingAndRoutingContinues() {
+        var h = RoutingHarness()
+        h.engine.restoreSource(SourceReport(sequence: 9, activity: .media), from: phone, at: h.now)
+        let view = RoutingAccessory(
+            id: headphones, registration: .registered, capabilities: .all, placement: .onHead, sources: [phone])
+        h.views[headphones] = view
+        h.engine.restore(view, routedSource: phone, at: h.now)
+        #expect(h.engine.routes == [phone: headphones])
+        #expect(h.source(phone, .media, sequence: 9) == [], "an old report")
+        #expect(h.source(phone, .media, sequence: 10) == [], "already routed")
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)], "the device has the route")
+    }
+
+    @Test func anImpossibleRestoredRouteIsDropped() {
+        var h = RoutingHarness()
+        let view = RoutingAccessory(
+            id: headphones, registration: .registered, capabilities: .all, placement: .offHead, sources: [phone])
+        h.views[headphones] = view
+        h.engine.restore(view, routedSource: phone, at: h.now)
+        #expect(h.engine.routes.isEmpty)
+        h.engine.restoreSource(SourceReport(activity: .media), from: phone, at: h.now)
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+    }
+
+    @Test func commandSequencesStartAboveTheBase() {
+        var engine = RoutingEngine(instanceID: "b", commandSequenceBase: 1_763_790_000_000_000)
+        _ = engine.sourceReported(SourceReport(activity: .media), from: phone, at: Fixture.start)
+        let output = engine.accessoryChanged(
+            RoutingAccessory(id: headphones, registration: .registered, capabilities: .all, placement: .onHead,
+                sources: [phone]), at: Fixture.start)
+        #expect(output.commands.map(\.sequence) == [1_763_790_000_000_001])
+    }
+
     // MARK: Rule 10: unique ids, per-source increasing sequences, the reason of the rule
 
     @Test func commandsAreNumberedPerSource() throws {

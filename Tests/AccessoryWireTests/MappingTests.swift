@@ -106,6 +106,32 @@ import Testing
         #expect(Audioaccessory_V1_AccessoryState(accessory, routedSource: nil).routedSource.isEmpty)
     }
 
+    @Test func aPublishedStateRestoresTheAccessory() throws {
+        let hub = HubID("hub-1")!
+        let accessory = Accessory(
+            id: Self.headphones, hub: hub, registration: .registered, name: "Studio", model: "SP",
+            hardwareCapabilities: .all,
+            configuration: Configuration(devicePlacement: nil, deviceCapabilities: .all,
+                primaryAudioSourceDeviceIdentifier: Self.phone.data, secondaryAudioSourceDeviceIdentifier: Self.laptop.data),
+            lastSequence: 12, updatedAt: Timestamp(unixMilliseconds: 1_000), registeredAt: Timestamp(unixMilliseconds: 1_000),
+            isStale: true, diagnostics: [.hubOffline(hub), .placementNotReported(after: .seconds(30))])
+        let state = Audioaccessory_V1_AccessoryState(accessory, routedSource: nil)
+        let restored = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(30))
+        #expect(restored == accessory)
+        // Diagnostics written with another grace period are dropped (recomputed later).
+        let other = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(10))
+        #expect(other.diagnostics == [.hubOffline(hub)])
+        // A state from the future registered now at the latest.
+        let early = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 500), gracePeriod: .seconds(30))
+        #expect(early.registeredAt == Timestamp(unixMilliseconds: 500))
+        var broken = state
+        broken.hubID = "no/hub"
+        #expect(throws: AccessoryControlError.self) { try broken.accessory(restoredAt: .zero, gracePeriod: .seconds(30)) }
+        broken = state
+        broken.registration = .unspecified
+        #expect(throws: AccessoryControlError.self) { try broken.accessory(restoredAt: .zero, gracePeriod: .seconds(30)) }
+    }
+
     @Test(arguments: [nil] + AccessoryControlError.Code.allCases.map(Optional.some))
     func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) {
         let error = code.map { AccessoryControlError($0, reason: "because") }

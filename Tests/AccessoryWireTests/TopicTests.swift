@@ -11,6 +11,7 @@ import Testing
         (.telemetry(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/telemetry"),
         (.result(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/result"),
         (.hubStatus(hub: hub), "audio/hubs/hub-1/status"),
+        (.rebirth(hub: hub), "audio/hubs/hub-1/rebirth"),
         (.accessoryState(accessory: accessory), "audio/accessories/Headphones_2/state"),
         (.sourceState(source: source), "audio/sources/123456789abc/state"),
         (.sourceCommands(source: source), "audio/sources/123456789abc/commands"),
@@ -32,7 +33,7 @@ import Testing
         let filters = Topic.Kind.allCases.map { $0.filter(under: .default) }
         #expect(filters == [
             "audio/hubs/+/accessories/+/telemetry", "audio/hubs/+/accessories/+/result", "audio/hubs/+/status",
-            "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
+            "audio/hubs/+/rebirth", "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
         ])
         for (topic, _) in Self.topics {
             #expect(Topic.Kind.allCases.contains(topic.kind))

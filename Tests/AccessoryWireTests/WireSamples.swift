@@ -166,6 +166,14 @@ enum WireSamples {
         $0.sinceUnixMs = 1_763_790_000_123
     }
 
+    /// A `RebirthRequest`, bridge -> hub, after a gap; its received sequence is 2⁶³.
+    static let rebirthRequest = Audioaccessory_V1_RebirthRequest.with {
+        $0.accessoryID = accessoryID
+        $0.lastSequence = 41
+        $0.receivedSequence = 1 << 63
+        $0.reason = "sequence 43 follows 41: 1 message missing \u{2014} send everything again"
+    }
+
     // MARK: Every sample
 
     /// Every sample under a stable name (the golden file is `Vectors/<name>.binpb`, and C knows the
@@ -184,6 +192,7 @@ enum WireSamples {
         ("switch_command", switchCommand),
         ("hub_status", hubStatus),
         ("bridge_status", bridgeStatus),
+        ("rebirth_request", rebirthRequest),
     ]
 
     /// The sample called `name`, or nil.

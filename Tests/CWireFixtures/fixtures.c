@@ -246,6 +246,15 @@ static size_t pack_bridge_status(uint8_t *out, size_t capacity) {
     PACK_CHECKED(audioaccessory__v1__bridge_status, &status);
 }
 
+static size_t pack_rebirth_request(uint8_t *out, size_t capacity) {
+    Audioaccessory__V1__RebirthRequest request = AUDIOACCESSORY__V1__REBIRTH_REQUEST__INIT;
+    request.accessory_id = (char *)ACCESSORY_ID;
+    request.last_sequence = 41;
+    request.received_sequence = UINT64_C(9223372036854775808);
+    request.reason = "sequence 43 follows 41: 1 message missing \u2014 send everything again";
+    PACK_CHECKED(audioaccessory__v1__rebirth_request, &request);
+}
+
 static const struct {
     const char *name;
     size_t (*pack)(uint8_t *out, size_t capacity);
@@ -263,6 +272,7 @@ static const struct {
     {"switch_command", pack_switch_command},
     {"hub_status", pack_hub_status},
     {"bridge_status", pack_bridge_status},
+    {"rebirth_request", pack_rebirth_request},
 };
 
 size_t cwf_pack_sample(const char *name, uint8_t *out, size_t capacity) {
@@ -291,6 +301,7 @@ static const ProtobufCMessageDescriptor *const DESCRIPTORS[] = {
     &audioaccessory__v1__switch_command__descriptor,
     &audioaccessory__v1__hub_status__descriptor,
     &audioaccessory__v1__bridge_status__descriptor,
+    &audioaccessory__v1__rebirth_request__descriptor,
 };
 #define DESCRIPTOR_COUNT (sizeof(DESCRIPTORS) / sizeof(DESCRIPTORS[0]))
 
@@ -309,6 +320,7 @@ static const char *const MESSAGE_NAMES[] = {
     "audioaccessory.v1.SwitchCommand",
     "audioaccessory.v1.HubStatus",
     "audioaccessory.v1.BridgeStatus",
+    "audioaccessory.v1.RebirthRequest",
 };
 _Static_assert(sizeof(MESSAGE_NAMES) / sizeof(MESSAGE_NAMES[0]) == DESCRIPTOR_COUNT,
                "one name per descriptor");

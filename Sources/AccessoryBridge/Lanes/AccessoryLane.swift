@@ -8,6 +8,12 @@ import Synchronization
 final class AccessoryLane: Sendable {
     struct State: Sendable {
         var machine: AccessoryStateMachine
+        /// The order of the hub's telemetry for this accessory.
+        var sequences: SequenceTracker
+        /// The last results sent, for duplicates.
+        var recentResults = RecentResults()
+        /// When the hub was last asked to send everything again, to ask at most once per interval.
+        var lastRebirthRequest: Timestamp?
         /// The deadline the scheduler holds for this lane, so that it is scheduled once.
         var scheduledDeadline: Timestamp?
     }
@@ -17,7 +23,16 @@ final class AccessoryLane: Sendable {
 
     init(id: AccessoryID, policy: AccessoryStateMachine.Policy) {
         self.id = id
-        self.state = Mutex(State(machine: AccessoryStateMachine(id: id, policy: policy)))
+        self.state = Mutex(State(machine: AccessoryStateMachine(id: id, policy: policy), sequences: SequenceTracker()))
+    }
+
+    /// A lane that continues from a state published before a restart.
+    init(restoring accessory: Accessory, policy: AccessoryStateMachine.Policy) {
+        self.id = accessory.id
+        self.state = Mutex(
+            State(
+                machine: AccessoryStateMachine(restoring: accessory, policy: policy),
+                sequences: SequenceTracker(last: accessory.lastSequence)))
     }
 
     func withLock<Result: Sendable>(_ body: (inout State) -> Result) -> Result {
@@ -28,7 +43,7 @@ final class AccessoryLane: Sendable {
 /// Every accessory's lane, created on the first request that can create the accessory (a pairing).
 final class AccessoryLanes: Sendable {
     private let lanes = Mutex<[AccessoryID: AccessoryLane]>([:])
-    private let policy: AccessoryStateMachine.Policy
+    let policy: AccessoryStateMachine.Policy
 
     init(policy: AccessoryStateMachine.Policy) {
         self.policy = policy
@@ -45,6 +60,11 @@ final class AccessoryLanes: Sendable {
             lanes[id] = lane
             return lane
         }
+    }
+
+    /// Adds a lane restored from a published state (before any telemetry arrives).
+    func insert(_ lane: AccessoryLane) {
+        lanes.withLock { $0[lane.id] = lane }
     }
 
     /// Forgets the lane of an accessory that never came to exist (its pairing failed).

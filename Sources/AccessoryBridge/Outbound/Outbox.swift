@@ -31,12 +31,13 @@ struct Outbox: Sendable {
     }
 
     /// Publishes the answer to one telemetry message on the hub's result topic, and on the request's MQTT 5 response
-    /// topic when it has one.
+    /// topic when it has one. Returns the result's bytes.
+    @discardableResult
     func publishResult(
         hub: HubID, accessory: AccessoryID, requestID: String, sequence: UInt64, error: AccessoryControlError?,
         state: (accessory: Accessory, routedSource: BluetoothAddress?, encoded: [UInt8]?)?, format: PayloadFormat,
         replyTo request: MQTTProperties
-    ) {
+    ) -> [UInt8] {
         metrics.result(error?.code)
         let bytes: [UInt8]
         switch format {
@@ -51,12 +52,25 @@ struct Outbox: Sendable {
                 state: state.map { Audioaccessory_V1_AccessoryState($0.accessory, routedSource: $0.routedSource) })
             bytes = codec.encode(message, as: .json)
         }
+        resendResult(bytes, format: format, hub: hub, accessory: accessory, replyTo: request)
+        return bytes
+    }
+
+    /// Publishes a result again, as it was: the answer to a duplicate.
+    func resendResult(
+        _ bytes: [UInt8], format: PayloadFormat, hub: HubID, accessory: AccessoryID, replyTo request: MQTTProperties
+    ) {
         send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
         if let responseTopic = request.responseTopic, !responseTopic.isEmpty {
             send(
                 topicName: responseTopic, bytes, format: format, retain: false,
                 correlationData: request.correlationData)
         }
+    }
+
+    /// Asks a hub to send everything about an accessory again.
+    func publishRebirthRequest(hub: HubID, _ request: Audioaccessory_V1_RebirthRequest) {
+        send(Topic.rebirth(hub: hub), codec.encode(request, as: defaultFormat), format: defaultFormat, retain: false)
     }
 
     func publishCommand(_ command: SwitchCommand) {

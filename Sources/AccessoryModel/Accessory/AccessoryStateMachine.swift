@@ -84,8 +84,13 @@ public struct AccessoryStateMachine: Sendable {
                 $0.secondaryAudioSourceDeviceIdentifier = secondary
             }
         }
-        // Every transition leaves an accessory behind.
-        accessory!.lastSequence = max(accessory!.lastSequence, sequence)
+        // Every transition leaves an accessory behind. A pairing is the accessory's birth: its sequence restarts the
+        // count (see SequenceTracker).
+        if case .paired = request, sequence != 0 {
+            accessory!.lastSequence = sequence
+        } else {
+            accessory!.lastSequence = max(accessory!.lastSequence, sequence)
+        }
         accessory!.updatedAt = now
         // A hub that reports is alive: its data is current again.
         accessory!.isStale = false

@@ -41,6 +41,9 @@ public struct RoutingEngine: Sendable {
     public let policy: Policy
     /// Prefix of every command id; distinct per engine instance so ids stay unique across restarts.
     public let instanceID: String
+    /// Each source's first command has sequence `commandSequenceBase + 1`. A bridge passes a base that grows with
+    /// time (its start in milliseconds × 1000), so that sequences keep increasing across its restarts.
+    public let commandSequenceBase: UInt64
 
     // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
     // to them by slot. Slots are never reused.
@@ -51,9 +54,10 @@ public struct RoutingEngine: Sendable {
     /// Rule 5 pauses in the order they expire (lazily pruned).
     private var expiries = ExpiryQueue()
 
-    public init(policy: Policy = Policy(), instanceID: String) {
+    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
         self.policy = policy
         self.instanceID = instanceID
+        self.commandSequenceBase = commandSequenceBase
     }
 
     // MARK: - Queries
@@ -187,6 +191,45 @@ public struct RoutingEngine: Sendable {
         }
         output.nextDeadline = nextDeadline
         return output
+    }
+
+    // MARK: - Restoring
+
+    /// Takes an accessory back as it was published before a restart — with the route it had — without running any
+    /// rule: nothing is sent. The route is kept only when it is still possible (worn, listed, source free).
+    public mutating func restore(_ view: RoutingAccessory, routedSource: BluetoothAddress?, at now: Timestamp) {
+        let slot: Int
+        if let known = accessorySlots[view.id] {
+            slot = known
+            updateListings(of: slot, from: accessories[slot].view.sources, to: view.sources)
+            accessories[slot].view = view
+        } else {
+            slot = accessories.count
+            accessorySlots[view.id] = slot
+            accessories.append(AccessoryEntry(view: view))
+            updateListings(of: slot, from: [], to: view.sources)
+        }
+        accessories[slot].wornSince = view.isWorn ? now : nil
+        guard let address = routedSource, view.isWorn, view.sources.contains(address) else { return }
+        let source = sourceSlot(address)
+        guard sources[source].routedAccessory == nil || sources[source].routedAccessory == slot else { return }
+        sources[source].routedAccessory = slot
+        // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
+        sources[source].inForce = sources[source].inForce ?? view.id
+        accessories[slot].routedSource = source
+    }
+
+    /// Takes a playing device's retained state back after a restart, without running any rule: nothing is sent.
+    public mutating func restoreSource(_ report: SourceReport, from address: BluetoothAddress, at now: Timestamp) {
+        let source = sourceSlot(address)
+        sources[source].lastReportSequence = max(sources[source].lastReportSequence, report.sequence)
+        if let activity = report.activity {
+            sources[source].activity = activity
+            if activity.isActive { sources[source].activeSince = now }
+        }
+        if let routed = report.routedAccessory {
+            sources[source].inForce = routed
+        }
     }
 
     /// Lets time pass: forgets rule 5 pauses whose resume window closed. Issues no commands.
@@ -347,7 +390,10 @@ public struct RoutingEngine: Sendable {
         if let slot = sourceSlots[address] { return slot }
         let slot = sources.count
         sourceSlots[address] = slot
-        sources.append(SourceEntry(address: address, commandIDPrefix: "\(instanceID)-\(address.topicID)-"))
+        sources.append(
+            SourceEntry(
+                address: address, commandIDPrefix: "\(instanceID)-\(address.topicID)-",
+                commandSequence: commandSequenceBase))
         return slot
     }
 
@@ -388,9 +434,10 @@ extension RoutingEngine {
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy: [Int] = []
 
-        init(address: BluetoothAddress, commandIDPrefix: String) {
+        init(address: BluetoothAddress, commandIDPrefix: String, commandSequence: UInt64) {
             self.address = address
             self.commandIDPrefix = commandIDPrefix
+            self.commandSequence = commandSequence
         }
     }
 

@@ -184,6 +184,29 @@ public nonisolated struct Audioaccessory_V1_SourcesReport: Sendable {
   public init() {}
 }
 
+/// Bridge -> hub: the bridge missed telemetry of this accessory (a gap in its sequence) and asks the hub to send
+/// everything about it again: Paired, Register, then a full update, with increasing sequences.
+/// Topic: {root}/hubs/{hub}/rebirth, QoS 1.
+public nonisolated struct Audioaccessory_V1_RebirthRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var accessoryID: String = String()
+
+  /// The last sequence the bridge applied before the gap, and the sequence that revealed it.
+  public var lastSequence: UInt64 = 0
+
+  public var receivedSequence: UInt64 = 0
+
+  /// Why, for people.
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
@@ -487,6 +510,51 @@ nonisolated extension Audioaccessory_V1_SourcesReport: SwiftProtobuf.Message, Sw
   public static func ==(lhs: Audioaccessory_V1_SourcesReport, rhs: Audioaccessory_V1_SourcesReport) -> Bool {
     if lhs.primary != rhs.primary {return false}
     if lhs.secondary != rhs.secondary {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Audioaccessory_V1_RebirthRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RebirthRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}last_sequence\0\u{3}received_sequence\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.accessoryID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.lastSequence) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.receivedSequence) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.accessoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accessoryID, fieldNumber: 1)
+    }
+    if self.lastSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.lastSequence, fieldNumber: 2)
+    }
+    if self.receivedSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.receivedSequence, fieldNumber: 3)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Audioaccessory_V1_RebirthRequest, rhs: Audioaccessory_V1_RebirthRequest) -> Bool {
+    if lhs.accessoryID != rhs.accessoryID {return false}
+    if lhs.lastSequence != rhs.lastSequence {return false}
+    if lhs.receivedSequence != rhs.receivedSequence {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -19,3 +19,30 @@ extension Audioaccessory_V1_AccessoryState {
         diagnostics = accessory.diagnostics.map(\.description)
     }
 }
+
+extension Audioaccessory_V1_AccessoryState {
+    /// The accessory this published state describes, to continue from it after a restart.
+    ///
+    /// The wire does not carry when the accessory registered: it is taken as the state's last update (or `now`, if
+    /// that is in the future), which is when its diagnostics are judged from. Diagnostics come back when their text
+    /// is one this version writes with `gracePeriod`; any other is dropped, and recomputed at the next change.
+    public func accessory(restoredAt now: Timestamp, gracePeriod: Duration) throws(AccessoryControlError) -> Accessory {
+        guard let id = AccessoryID(accessoryID) else {
+            throw .invalidRequest(reason: "accessory_id '\(accessoryID)' must be \(IdentifierGrammar.description)")
+        }
+        guard let hub = HubID(hubID) else {
+            throw .invalidRequest(reason: "hub_id '\(hubID)' must be \(IdentifierGrammar.description)")
+        }
+        let registration = try registration.registration(field: "registration")
+        let updatedAt = Timestamp(unixMilliseconds: updatedAtUnixMs)
+        let known: [Diagnostic] = [
+            .hubOffline(hub), .placementNotReported(after: gracePeriod), .sourcesNotReported(after: gracePeriod),
+        ]
+        return Accessory(
+            id: id, hub: hub, registration: registration, name: name, model: model,
+            hardwareCapabilities: try hardwareCapabilities.capabilities(field: "hardware_capabilities"),
+            configuration: try configuration.configuration(), lastSequence: lastSequence, updatedAt: updatedAt,
+            registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
+            diagnostics: known.filter { diagnostics.contains($0.description) })
+    }
+}

@@ -75,6 +75,8 @@ extension Topic {
             return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .result(hub: hub, accessory: $0) } }
         case 3 where levels.is(0, "hubs") && levels.is(2, "status"):
             return hub(levels, 1).map { .hubStatus(hub: $0) }
+        case 3 where levels.is(0, "hubs") && levels.is(2, "rebirth"):
+            return hub(levels, 1).map { .rebirth(hub: $0) }
         case 3 where levels.is(0, "accessories") && levels.is(2, "state"):
             return accessory(levels, 1).map { .accessoryState(accessory: $0) }
         case 3 where levels.is(0, "sources") && levels.is(2, "state"):

@@ -8,6 +8,7 @@ import AccessoryModel
 /// | `R/hubs/{hub}/accessories/{accessory}/telemetry` | hub → bridge |
 /// | `R/hubs/{hub}/accessories/{accessory}/result` | bridge → hub |
 /// | `R/hubs/{hub}/status` | hub (its will says offline) |
+/// | `R/hubs/{hub}/rebirth` | bridge → hub: send everything about an accessory again |
 /// | `R/accessories/{accessory}/state` | bridge → everyone (retained) |
 /// | `R/sources/{source}/state` | playing device → bridge (retained) |
 /// | `R/sources/{source}/commands` | bridge → playing device |
@@ -16,6 +17,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     case telemetry(hub: HubID, accessory: AccessoryID)
     case result(hub: HubID, accessory: AccessoryID)
     case hubStatus(hub: HubID)
+    case rebirth(hub: HubID)
     case accessoryState(accessory: AccessoryID)
     case sourceState(source: BluetoothAddress)
     case sourceCommands(source: BluetoothAddress)
@@ -23,7 +25,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
 
     /// The kinds of topics, for subscriptions.
     public enum Kind: Hashable, Sendable, CaseIterable {
-        case telemetry, result, hubStatus, accessoryState, sourceState, sourceCommands, bridgeStatus
+        case telemetry, result, hubStatus, rebirth, accessoryState, sourceState, sourceCommands, bridgeStatus
 
         /// The filter matching every topic of this kind, such as `audio/hubs/+/accessories/+/telemetry`.
         public func filter(under root: TopicRoot) -> String {
@@ -32,6 +34,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
             case .telemetry: levels = "hubs/+/accessories/+/telemetry"
             case .result: levels = "hubs/+/accessories/+/result"
             case .hubStatus: levels = "hubs/+/status"
+            case .rebirth: levels = "hubs/+/rebirth"
             case .accessoryState: levels = "accessories/+/state"
             case .sourceState: levels = "sources/+/state"
             case .sourceCommands: levels = "sources/+/commands"
@@ -46,6 +49,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .telemetry: .telemetry
         case .result: .result
         case .hubStatus: .hubStatus
+        case .rebirth: .rebirth
         case .accessoryState: .accessoryState
         case .sourceState: .sourceState
         case .sourceCommands: .sourceCommands
@@ -64,6 +68,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .telemetry(let hub, let accessory): "hubs/\(hub)/accessories/\(accessory)/telemetry"
         case .result(let hub, let accessory): "hubs/\(hub)/accessories/\(accessory)/result"
         case .hubStatus(let hub): "hubs/\(hub)/status"
+        case .rebirth(let hub): "hubs/\(hub)/rebirth"
         case .accessoryState(let accessory): "accessories/\(accessory)/state"
         case .sourceState(let source): "sources/\(source.topicID)/state"
         case .sourceCommands(let source): "sources/\(source.topicID)/commands"

@@ -143,6 +143,7 @@ final class ClientCore: Sendable {
         }
         let (subscriptions, waiters) = state.withLock { state in
             state.isConnected = true
+            state.queuedWhileDisconnected = 0
             state.hasConnected = true
             state.connectedSinceBackoff = true
             state.pendingSubscribes.removeAll()

@@ -26,6 +26,9 @@ struct ClientState {
     /// A CONNACK success since the network thread last waited before reconnecting: the backoff starts over.
     var connectedSinceBackoff = false
 
+    /// QoS > 0 messages published since the connection was lost, which libmosquitto holds for the next one.
+    var queuedWhileDisconnected = 0
+
     var subscriptions: [Subscription] = []
     /// SUBSCRIBE message ids waiting for their SUBACK → the filters they carried.
     var pendingSubscribes: [Int32: [String]] = [:]

@@ -277,6 +277,51 @@ void   audioaccessory__v1__sources_report__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__sources_report__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   audioaccessory__v1__rebirth_request__init
+                     (Audioaccessory__V1__RebirthRequest         *message)
+{
+  static const Audioaccessory__V1__RebirthRequest init_value = AUDIOACCESSORY__V1__REBIRTH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t audioaccessory__v1__rebirth_request__get_packed_size
+                     (const Audioaccessory__V1__RebirthRequest *message)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__rebirth_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t audioaccessory__v1__rebirth_request__pack
+                     (const Audioaccessory__V1__RebirthRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__rebirth_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t audioaccessory__v1__rebirth_request__pack_to_buffer
+                     (const Audioaccessory__V1__RebirthRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__rebirth_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Audioaccessory__V1__RebirthRequest *
+       audioaccessory__v1__rebirth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Audioaccessory__V1__RebirthRequest *)
+     protobuf_c_message_unpack (&audioaccessory__v1__rebirth_request__descriptor,
+                                allocator, len, data);
+}
+void   audioaccessory__v1__rebirth_request__free_unpacked
+                     (Audioaccessory__V1__RebirthRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &audioaccessory__v1__rebirth_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_telemetry__field_descriptors[9] =
 {
   {
@@ -627,5 +672,82 @@ const ProtobufCMessageDescriptor audioaccessory__v1__sources_report__descriptor 
   audioaccessory__v1__sources_report__field_indices_by_name,
   1,  audioaccessory__v1__sources_report__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__sources_report__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor audioaccessory__v1__rebirth_request__field_descriptors[4] =
+{
+  {
+    "accessory_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RebirthRequest, accessory_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RebirthRequest, last_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "received_sequence",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RebirthRequest, received_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RebirthRequest, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned audioaccessory__v1__rebirth_request__field_indices_by_name[] = {
+  0,   /* field[0] = accessory_id */
+  1,   /* field[1] = last_sequence */
+  3,   /* field[3] = reason */
+  2,   /* field[2] = received_sequence */
+};
+static const ProtobufCIntRange audioaccessory__v1__rebirth_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor audioaccessory__v1__rebirth_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "audioaccessory.v1.RebirthRequest",
+  "RebirthRequest",
+  "Audioaccessory__V1__RebirthRequest",
+  "audioaccessory.v1",
+  sizeof(Audioaccessory__V1__RebirthRequest),
+  4,
+  audioaccessory__v1__rebirth_request__field_descriptors,
+  audioaccessory__v1__rebirth_request__field_indices_by_name,
+  1,  audioaccessory__v1__rebirth_request__number_ranges,
+  (ProtobufCMessageInit) audioaccessory__v1__rebirth_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -22,6 +22,7 @@ typedef struct Audioaccessory__V1__Unpaired Audioaccessory__V1__Unpaired;
 typedef struct Audioaccessory__V1__Register Audioaccessory__V1__Register;
 typedef struct Audioaccessory__V1__PlacementReport Audioaccessory__V1__PlacementReport;
 typedef struct Audioaccessory__V1__SourcesReport Audioaccessory__V1__SourcesReport;
+typedef struct Audioaccessory__V1__RebirthRequest Audioaccessory__V1__RebirthRequest;
 
 
 /* --- enums --- */
@@ -152,6 +153,30 @@ struct  Audioaccessory__V1__SourcesReport
     , {0,NULL}, {0,NULL} }
 
 
+/*
+ * Bridge -> hub: the bridge missed telemetry of this accessory (a gap in its sequence) and asks the hub to send
+ * everything about it again: Paired, Register, then a full update, with increasing sequences.
+ * Topic: {root}/hubs/{hub}/rebirth, QoS 1.
+ */
+struct  Audioaccessory__V1__RebirthRequest
+{
+  ProtobufCMessage base;
+  char *accessory_id;
+  /*
+   * The last sequence the bridge applied before the gap, and the sequence that revealed it.
+   */
+  uint64_t last_sequence;
+  uint64_t received_sequence;
+  /*
+   * Why, for people.
+   */
+  char *reason;
+};
+#define AUDIOACCESSORY__V1__REBIRTH_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__rebirth_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
+
+
 /* Audioaccessory__V1__AccessoryTelemetry methods */
 void   audioaccessory__v1__accessory_telemetry__init
                      (Audioaccessory__V1__AccessoryTelemetry         *message);
@@ -266,6 +291,25 @@ Audioaccessory__V1__SourcesReport *
 void   audioaccessory__v1__sources_report__free_unpacked
                      (Audioaccessory__V1__SourcesReport *message,
                       ProtobufCAllocator *allocator);
+/* Audioaccessory__V1__RebirthRequest methods */
+void   audioaccessory__v1__rebirth_request__init
+                     (Audioaccessory__V1__RebirthRequest         *message);
+size_t audioaccessory__v1__rebirth_request__get_packed_size
+                     (const Audioaccessory__V1__RebirthRequest   *message);
+size_t audioaccessory__v1__rebirth_request__pack
+                     (const Audioaccessory__V1__RebirthRequest   *message,
+                      uint8_t             *out);
+size_t audioaccessory__v1__rebirth_request__pack_to_buffer
+                     (const Audioaccessory__V1__RebirthRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Audioaccessory__V1__RebirthRequest *
+       audioaccessory__v1__rebirth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   audioaccessory__v1__rebirth_request__free_unpacked
+                     (Audioaccessory__V1__RebirthRequest *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Audioaccessory__V1__AccessoryTelemetry_Closure)
@@ -286,6 +330,9 @@ typedef void (*Audioaccessory__V1__PlacementReport_Closure)
 typedef void (*Audioaccessory__V1__SourcesReport_Closure)
                  (const Audioaccessory__V1__SourcesReport *message,
                   void *closure_data);
+typedef void (*Audioaccessory__V1__RebirthRequest_Closure)
+                 (const Audioaccessory__V1__RebirthRequest *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -298,6 +345,7 @@ extern const ProtobufCMessageDescriptor audioaccessory__v1__unpaired__descriptor
 extern const ProtobufCMessageDescriptor audioaccessory__v1__register__descriptor;
 extern const ProtobufCMessageDescriptor audioaccessory__v1__placement_report__descriptor;
 extern const ProtobufCMessageDescriptor audioaccessory__v1__sources_report__descriptor;
+extern const ProtobufCMessageDescriptor audioaccessory__v1__rebirth_request__descriptor;
 
 PROTOBUF_C__END_DECLS
 
