@@ -12,7 +12,10 @@ import Synchronization
 ///
 /// Bad input never changes state: it gets a clear result where the topic names an accessory, a log line with the
 /// topic, and a counter.
-final class MessageProcessor: Sendable {
+///
+/// ``AccessoryBridgeService`` runs one against an MQTT client; it can also run against any ``MessagePublisher``
+/// (tests, fuzzing, embedding).
+public final class MessageProcessor: Sendable {
     private let root: TopicRoot
     private let codec: WireCodec
     private let defaultFormat: PayloadFormat
@@ -30,7 +33,7 @@ final class MessageProcessor: Sendable {
         var scheduledDeadline: Timestamp?
     }
 
-    init(
+    public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
         logger: Logger, metrics factory: any MetricsFactory
     ) {
@@ -62,7 +65,7 @@ final class MessageProcessor: Sendable {
     // MARK: - Inbound
 
     /// Handles one inbound message.
-    func handle(_ message: MQTTMessage) {
+    public func handle(_ message: MQTTMessage) {
         let topic: Topic
         do {
             topic = try Topic(parsing: message.topic, under: root)
@@ -295,7 +298,9 @@ final class MessageProcessor: Sendable {
 
     /// Rebuilds accessories and playing devices from their retained states, read before any telemetry: publishes
     /// nothing, sends no command. Returns how many of each were restored and how many messages were unusable.
-    func restore(accessoryStates: [MQTTMessage], sourceStates: [MQTTMessage]) -> (accessories: Int, sources: Int, skipped: Int) {
+    public func restore(accessoryStates: [MQTTMessage], sourceStates: [MQTTMessage])
+        -> (accessories: Int, sources: Int, skipped: Int)
+    {
         let now = clock.now
         var skipped = 0
         var sources = 0
@@ -338,7 +343,7 @@ final class MessageProcessor: Sendable {
     // MARK: - Time
 
     /// Raises what came due at `now`: diagnostics of accessories, the end of resume windows.
-    func tick() {
+    public func tick() {
         let now = clock.now
         for owner in scheduler.takeDue(at: now) {
             switch owner {
