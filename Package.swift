@@ -111,6 +111,19 @@ let package = Package(
             path: "Examples/CompanionApp"
         ),
 
+        // libFuzzer over decode -> model -> routing, with the bridge's output checked against the contract (`make fuzz`,
+        // Fuzz/README.md). A plain build replays inputs instead: `pipeline-fuzzer FILE...`.
+        .executableTarget(
+            name: "pipeline-fuzzer",
+            dependencies: [
+                "AccessoryBridge", "AccessoryModel", "AccessoryWire", "MQTTClient",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            path: "Fuzz/PipelineFuzzer"
+        ),
+
         // Release-build throughput benchmark: decode -> model -> routing -> encode on one core.
         .executableTarget(
             name: "pipeline-benchmark",
@@ -147,6 +160,7 @@ let package = Package(
             dependencies: [
                 "AccessoryBridge", "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

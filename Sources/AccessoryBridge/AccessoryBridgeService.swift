@@ -42,6 +42,11 @@ public final class AccessoryBridgeService: Service {
         var mqtt = configuration.mqtt
         // A persistent session: telemetry that arrives while the bridge is away waits for it.
         mqtt.cleanStart = false
+        // libmosquitto acknowledges a message as it hands it over, and sends the packets of what the bridge publishes
+        // in answer right behind that acknowledgement, unless they wait for room in the send window: then later
+        // acknowledgements overtake them, and a crash loses answers to messages the broker will not send again. So
+        // the window is as wide as MQTT allows (the broker's receive maximum still caps it: deploy/ sets it wide).
+        mqtt.maximumInflightMessages = 65_535
         mqtt.sessionExpiry = configuration.sessionExpiry
         mqtt.will = outbox.bridgeStatus(online: false, version: configuration.version, since: startedAt)
         let online = outbox.bridgeStatus(online: true, version: configuration.version, since: startedAt)
@@ -115,6 +120,9 @@ public final class AccessoryBridgeService: Service {
         mqtt.cleanStart = true
         mqtt.sessionExpiry = nil
         mqtt.will = nil
+        // mosquitto delivers retained messages to a QoS 1 subscriber up to its receive maximum plus
+        // max_queued_messages and drops the rest: take as many in flight as MQTT allows.
+        mqtt.maximumIncomingInflightMessages = 65_535
         let (reader, messages) = try MQTTClient.streaming(configuration: mqtt, logger: logger)
         defer { reader.close() }
         let root = configuration.topicRoot

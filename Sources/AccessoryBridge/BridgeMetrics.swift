@@ -13,6 +13,8 @@ struct BridgeMetrics: Sendable {
     let commands: [SwitchCommand.Action: Counter]
     /// Publishes libmosquitto refused (while disconnected: beyond the bound of what waits for the next connection).
     let publishFailures: Counter
+    /// MQTT 5 response topics outside the requesting hub's own `R/hubs/{hub}/responses/`, which the bridge ignores.
+    let refusedResponseTopics: Counter
     /// Telemetry whose sequence was not above the last one processed.
     let duplicates: Counter
     /// Gaps in a hub's sequences (each a rebirth request, at most one per accessory per interval).
@@ -41,6 +43,7 @@ struct BridgeMetrics: Sendable {
             })
         publishFailures = Counter(label: "accessory_bridge_publish_failures_total", factory: factory)
         duplicates = Counter(label: "accessory_bridge_duplicates_total", factory: factory)
+        refusedResponseTopics = Counter(label: "accessory_bridge_response_topics_refused_total", factory: factory)
         gaps = Counter(label: "accessory_bridge_sequence_gaps_total", factory: factory)
     }
 

@@ -137,6 +137,12 @@ public final class MessageProcessor: Sendable {
             } catch let failure {
                 error = failure
             }
+            logger.info(
+                "request about an unknown accessory",
+                metadata: [
+                    "mqtt.topic": "\(message.topic)", "accessory.id": "\(id)", "request": "\(request.name)",
+                    "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
+                ])
             answer(message, hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence,
                 error, format: format)
             return
@@ -170,8 +176,8 @@ public final class MessageProcessor: Sendable {
                 logger.info(
                     "request failed",
                     metadata: [
-                        "accessory.id": "\(id)", "hub.id": "\(hub)", "request": "\(request.name)",
-                        "error": "\(failure.code.rawValue)", "reason": "\(failure.reason)",
+                        "mqtt.topic": "\(message.topic)", "accessory.id": "\(id)", "hub.id": "\(hub)",
+                        "request": "\(request.name)", "error": "\(failure.code.rawValue)", "reason": "\(failure.reason)",
                     ])
             }
             let current = state.machine.accessory
@@ -252,8 +258,12 @@ public final class MessageProcessor: Sendable {
     ) {
         metrics.duplicates.increment()
         let id = state.machine.id
-        logger.debug(
-            "duplicate telemetry", metadata: ["accessory.id": "\(id)", "sequence": "\(telemetry.sequence)"])
+        logger.info(
+            "duplicate telemetry",
+            metadata: [
+                "mqtt.topic": "\(message.topic)", "accessory.id": "\(id)", "sequence": "\(telemetry.sequence)",
+                "last_sequence": "\(last)",
+            ])
         if let first = state.recentResults.result(for: telemetry.sequence) {
             outbox.resendResult(first.bytes, format: first.format, hub: hub, accessory: id, replyTo: message.properties)
             return

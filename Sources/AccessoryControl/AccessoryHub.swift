@@ -68,6 +68,11 @@ public final class AccessoryHub: Sendable {
         box.hub = self
     }
 
+    deinit {
+        // A hub dropped without stop() still lets go of its connection (the will then says offline).
+        client.close()
+    }
+
     /// Connects, waits until the broker accepted the connection, and announces the hub online.
     public func start() async throws(MQTTError) {
         try client.subscribe(responseTopic, qos: .atLeastOnce)

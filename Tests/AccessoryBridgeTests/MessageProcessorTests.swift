@@ -163,16 +163,26 @@ import Testing
     }
 
     @Test func resultsAlsoGoToTheResponseTopicWithTheCorrelationData() throws {
-        let properties = MQTTProperties(responseTopic: "replies/client-7", correlationData: [1, 2, 3])
+        let properties = MQTTProperties(responseTopic: "audio/hubs/hub-1/responses/client-7", correlationData: [1, 2, 3])
         telemetry(.register(.all), requestID: "x", properties: properties)
         let published = recorder.take()
-        #expect(published.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "replies/client-7"])
+        #expect(published.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "audio/hubs/hub-1/responses/client-7"])
         #expect(published[1].properties.correlationData == [1, 2, 3])
         #expect(published[0].payload == published[1].payload)
         let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: published[1].payload, format: .protobuf)
         #expect(result.error == .invalidRequest)
         #expect(result.message.contains("is not paired"))
         #expect(!result.hasState, "an unknown accessory has no state")
+    }
+
+    @Test func responseTopicsOutsideTheHubsOwnAreRefused() throws {
+        for topic in ["audio/sources/123456789abc/commands", "audio/hubs/hub-2/responses/x", "audio/hubs/hub-1/responses/",
+            "audio/hubs/hub-1/responses/+", "replies/me"]
+        {
+            telemetry(.register(.all), properties: MQTTProperties(responseTopic: topic, correlationData: [1]))
+            #expect(recorder.take().map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result"], "\(topic)")
+        }
+        #expect(try metrics.expectCounter("accessory_bridge_response_topics_refused_total").totalValue == 5)
     }
 
     // MARK: - Bad input
@@ -227,9 +237,9 @@ import Testing
         #expect(try commands(first).count == 1)
 
         telemetry(.placement(.onHead), sequence: 4, requestID: "again",
-            properties: MQTTProperties(responseTopic: "replies/x", correlationData: [7]))
+            properties: MQTTProperties(responseTopic: "audio/hubs/hub-1/responses/x", correlationData: [7]))
         let again = recorder.take()
-        #expect(again.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "replies/x"])
+        #expect(again.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "audio/hubs/hub-1/responses/x"])
         #expect(again[0].payload == firstResult.payload, "the very same bytes")
         #expect(again[1].properties.correlationData == [7])
         #expect(try commands(again).isEmpty && (try states(again)).isEmpty)
@@ -289,6 +299,17 @@ import Testing
         let registered = try #require(try results(recorder.take()).first)
         #expect(registered.error == Audioaccessory_V1_ErrorCode.none)
         #expect(registered.state.lastSequence == 2)
+    }
+
+    @Test func theLargestSequenceDoesNotStopTheBridge() throws {
+        // Found by the fuzzer (Fuzz/crashes/sequence-overflow-*): `last + 1` trapped at 2⁶⁴ − 1.
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: .max)
+        telemetry(.unpaired, sequence: 1)
+        let results = try results(recorder.take())
+        #expect(results.map(\.error) == [.none, .invalidRequest])
+        #expect(results.last?.message.contains("is not above 18446744073709551615") == true)
+        telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1)
+        #expect(try self.results(recorder.take()).first?.error == Audioaccessory_V1_ErrorCode.none, "a birth starts over")
     }
 
     // MARK: - Restoring after a restart

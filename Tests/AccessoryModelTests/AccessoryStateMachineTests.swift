@@ -426,6 +426,12 @@ import Testing
         (7, 1, true, .birth),
         (7, 7, true, .birth),
         (7, 100, true, .birth),
+        // At the top of the range (found by the fuzzer: `last + 1` trapped there).
+        (.max, 1, false, .duplicate(last: .max)),
+        (.max, .max, false, .duplicate(last: .max)),
+        (.max, 1, true, .birth),
+        (.max - 1, .max, false, .next),
+        (5, .max, false, .gap(missing: 6...(.max - 1))),
     ])
     func verdicts(_ last: UInt64, _ sequence: UInt64, _ isBirth: Bool, _ verdict: SequenceTracker.Verdict) {
         #expect(SequenceTracker(last: last).verdict(for: sequence, isBirth: isBirth) == verdict)

@@ -18,7 +18,7 @@ import TestSupport
     ) async throws -> RunningBridge {
         let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
         let bridge = try RunningBridge(broker: broker, configure: configure)
-        let status = try await observer.waitFor(1, on: "audio/bridge/status")[0]
+        let status = try await observer.waitFor(1, on: "audio/bridge/status", timeout: .seconds(30))[0]
         let format = try PayloadFormat.detect(contentType: status.properties.contentType, payload: status.payload)
         #expect(try WireCodec().decode(Audioaccessory_V1_BridgeStatus.self, from: status.payload, format: format).online)
         await observer.close()
@@ -93,7 +93,7 @@ import TestSupport
     func eachErrorArrivesOnTheResultAndResponseTopics(_ provocation: Provocation) async throws {
         let broker = try await MosquittoBroker()
         let bridge = try await Self.startBridge(on: broker)
-        let replies = "test/replies/\(provocation)"
+        let replies = "audio/hubs/hub-1/responses/\(provocation)"
         let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/hub-1/#", replies])
         let resultTopic = "audio/hubs/hub-1/accessories/headphones/result"
         let correlation: [UInt8] = Array("corr-\(provocation)".utf8) + [0, 255]
@@ -161,7 +161,7 @@ import TestSupport
             executable: try BuiltProducts.path("accessory-bridge"),
             arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", "killed-bridge", "--log-level", "warning"],
             outputPath: broker.directory.appendingPathComponent("bridge.log").path)
-        let online = try await observer.waitFor(1, on: "audio/bridge/status")[0]
+        let online = try await observer.waitFor(1, on: "audio/bridge/status", timeout: .seconds(30))[0]
         #expect(try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: online.payload, format: .protobuf).online)
 
         bridge.signal(SIGKILL)

@@ -1,6 +1,7 @@
 import AccessoryBridge
 import AccessoryModel
 import AccessoryWire
+import CoreMetrics
 import Foundation
 import Logging
 import MQTTClient
@@ -13,7 +14,10 @@ final class RunningBridge: Sendable {
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(broker: MosquittoBroker, configure: (inout BridgeConfiguration) -> Void = { _ in }) throws {
+    init(
+        broker: MosquittoBroker, metrics: any MetricsFactory = NOOPMetricsHandler.instance,
+        logs: LogRecorder? = nil, configure: (inout BridgeConfiguration) -> Void = { _ in }
+    ) throws {
         var mqtt = MQTTConfiguration(clientID: "bridge-\(UUID().uuidString.prefix(8))")
         mqtt.port = broker.port
         mqtt.reconnectDelay = .milliseconds(100)
@@ -21,9 +25,10 @@ final class RunningBridge: Sendable {
         var configuration = BridgeConfiguration(mqtt: mqtt)
         configuration.timerGranularity = .milliseconds(50)
         configure(&configuration)
-        var logger = Logger(label: "bridge")
-        logger.logLevel = .warning
-        let bridge = try AccessoryBridgeService(configuration: configuration, logger: logger, instanceID: "it")
+        var logger = logs.map { logs in Logger(label: "bridge") { _ in logs } } ?? Logger(label: "bridge")
+        logger.logLevel = logs == nil ? .warning : .debug
+        let bridge = try AccessoryBridgeService(
+            configuration: configuration, logger: logger, metrics: metrics, instanceID: "it")
         let group = ServiceGroup(configuration: .init(services: [bridge], logger: logger))
         self.group = group
         task = Task { try await group.run() }
@@ -34,6 +39,32 @@ final class RunningBridge: Sendable {
         await group.triggerGracefulShutdown()
         try await task.value
     }
+}
+
+/// Keeps every log line, rendered as `level message key=value …`, for tests that check what the bridge logs.
+final class LogRecorder: LogHandler, Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        let metadata = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let line = (["\(event.level)", "\(event.message)"] + metadata).joined(separator: " ")
+        lines.withLock { $0.append(line) }
+    }
+
+    var all: [String] { lines.withLock { $0 } }
 }
 
 /// An MQTT peer of the tests: a hub, a playing device or an observer. Records what it receives.
@@ -85,7 +116,9 @@ final class Peer: Sendable {
     }
 
     /// Waits until `count` messages arrived on `topic`, and returns them.
-    func waitFor(_ count: Int, on topic: String, timeout: Duration = .seconds(5)) async throws -> [MQTTMessage] {
+    /// (A generous default: what must arrive costs nothing to wait for, and a machine running every suite at once is
+    /// slow.)
+    func waitFor(_ count: Int, on topic: String, timeout: Duration = .seconds(15)) async throws -> [MQTTMessage] {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let messages = messages(on: topic)

@@ -268,6 +268,9 @@ public final class MosquittoBroker: Sendable {
             "log_type subscribe",
             "log_type unsubscribe",
             "connection_messages true",
+            // mosquitto's default (1,000 queued per client) drops QoS 1 messages for a subscriber that falls behind,
+            // which a loaded test machine makes happen; a test that wants a limit sets one in `extraConfig`.
+            "max_queued_messages 1000000",
         ]
         if let passwordFile { lines.append("password_file \(passwordFile.path)") }
         // As root, mosquitto would switch to the `mosquitto` user, who cannot read this directory.

@@ -61,11 +61,20 @@ struct Outbox: Sendable {
         _ bytes: [UInt8], format: PayloadFormat, hub: HubID, accessory: AccessoryID, replyTo request: MQTTProperties
     ) {
         send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
-        if let responseTopic = request.responseTopic, !responseTopic.isEmpty {
-            send(
-                topicName: responseTopic, bytes, format: format, retain: false,
-                correlationData: request.correlationData)
+        guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return }
+        // Only under the requesting hub's own responses: a hub must not be able to make the bridge write anywhere
+        // else (on a device's commands, say), which the broker's ACL cannot prevent since the bridge may write there.
+        let allowed = "\(root)/hubs/\(hub)/responses/"
+        guard responseTopic.hasPrefix(allowed), responseTopic.utf8.count > allowed.utf8.count,
+            !responseTopic.contains("+"), !responseTopic.contains("#")
+        else {
+            metrics.refusedResponseTopics.increment()
+            logger.warning(
+                "refused a response topic outside the hub's own",
+                metadata: ["mqtt.response_topic": "\(responseTopic)", "hub.id": "\(hub)", "allowed": "\(allowed)…"])
+            return
         }
+        send(topicName: responseTopic, bytes, format: format, retain: false, correlationData: request.correlationData)
     }
 
     /// Asks a hub to send everything about an accessory again.

@@ -33,8 +33,10 @@ public struct SequenceTracker: Hashable, Sendable {
     public func verdict(for sequence: UInt64, isBirth: Bool) -> Verdict {
         if sequence == 0 { return .unsequenced }
         if isBirth { return .birth }
-        if last == 0 || sequence == last + 1 { return .next }
+        // Never `last + 1`: after 2⁶⁴ − 1 every sequence but a birth is a duplicate, not an overflow.
+        if last == 0 || sequence - 1 == last { return .next }
         if sequence <= last { return .duplicate(last: last) }
+        // Here last + 1 < sequence ≤ UInt64.max.
         return .gap(missing: (last + 1)...(sequence - 1))
     }
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Rebuild benchmark: pairs and registers N accessories (default 100,000) through a broker and a release bridge,
+# restarts the bridge, and prints how long it took to read the retained states and rebuild, and its memory.
+# Usage: scripts/rebuild-bench.sh [accessories=100000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+accessories=${1:-100000}
+
+swift build -c release --product accessory-bridge >&2
+swift build -c release --product load-smoke >&2
+bin=$(swift build -c release --show-bin-path)
+
+port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port=18900
+while ! port_is_free "$port"; do port=$((port + 1)); done
+work=$(mktemp -d)
+sed "s/^listener 1883 /listener $port /" deploy/mosquitto/dev.conf > "$work/mosquitto.conf"
+"$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$work/mosquitto.conf" 2>"$work/broker.log" &
+broker=$!
+bridge=
+trap 'kill $bridge $broker 2>/dev/null || true; rm -rf "$work"' EXIT
+sleep 0.5
+
+"$bin/accessory-bridge" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level warning \
+    2>"$work/bridge-1.log" &
+bridge=$!
+sleep 1
+echo "creating $accessories accessories…"
+"$bin/load-smoke" "mqtt://127.0.0.1:$port" 0 "$accessories" > "$work/load.log" || true
+head -1 "$work/load.log"
+kill -TERM "$bridge"; wait "$bridge" || true
+
+"$bin/accessory-bridge" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level info \
+    2>"$work/bridge-2.log" &
+bridge=$!
+for _ in $(seq 600); do
+    grep -q 'rebuilt from the retained states' "$work/bridge-2.log" && break
+    sleep 0.1
+done
+grep 'rebuilt from the retained states' "$work/bridge-2.log" || { cat "$work/bridge-2.log"; exit 1; }
+sleep 1
+echo "bridge after the rebuild: $(grep -E 'VmRSS|VmHWM' /proc/$bridge/status | tr -s ' ' | tr '\n' ' ')"
