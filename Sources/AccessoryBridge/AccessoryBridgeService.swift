@@ -123,11 +123,13 @@ public final class AccessoryBridgeService: Service {
         // mosquitto delivers retained messages to a QoS 1 subscriber up to its receive maximum plus
         // max_queued_messages and drops the rest: take as many in flight as MQTT allows.
         mqtt.maximumIncomingInflightMessages = 65_535
-        let (reader, messages) = try MQTTClient.streaming(configuration: mqtt, logger: logger)
-        defer { reader.close() }
         let root = configuration.topicRoot
         // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
         let marker = "\(root)/bridge/rebuild/\(instanceID)"
+        // Collected on the network thread as they arrive (no hand-off per message: there may be 100,000).
+        let collected = RetainedStates(marker: marker, sourcesPrefix: "\(root)/sources/")
+        let reader = try MQTTClient(configuration: mqtt, logger: logger) { collected.receive($0) }
+        defer { reader.close() }
         try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(marker, qos: .atLeastOnce)
@@ -139,22 +141,13 @@ public final class AccessoryBridgeService: Service {
         let watchdog = Task { [logger] in
             try await Task.sleep(for: timeout)
             logger.warning("reading the retained states took too long; going on with what arrived")
-            reader.close()
+            collected.finish()
         }
         defer { watchdog.cancel() }
-        var accessoryStates: [MQTTMessage] = []
-        var sourceStates: [MQTTMessage] = []
-        for await message in messages {
-            if message.topic == marker { break }
-            if message.topic.hasSuffix("/state") && message.topic.hasPrefix("\(root)/sources/") {
-                sourceStates.append(message)
-            } else {
-                accessoryStates.append(message)
-            }
-        }
+        let (accessoryStates, sourceStates) = await collected.all()
+        let read = clock.now
         try Task.checkCancellation()
         await reader.disconnect()
-        let read = clock.now
         let restored = processor.restore(accessoryStates: accessoryStates, sourceStates: sourceStates)
         logger.info(
             "rebuilt from the retained states",

@@ -32,8 +32,12 @@ import TestSupport
     }
 
     /// A hub process's connection: publishes sequenced telemetry and logs every result.
-    static func hubClient(_ broker: MosquittoBroker, hub: String, log: ResultLog) async throws -> MQTTClient {
-        var mqtt = MQTTConfiguration(clientID: "\(hub)-client")
+    /// `name` must differ between clients that are connected at once (a second connection with a client id takes
+    /// the session over from the first).
+    static func hubClient(
+        _ broker: MosquittoBroker, hub: String, name: String = "client", log: ResultLog
+    ) async throws -> MQTTClient {
+        var mqtt = MQTTConfiguration(clientID: "\(hub)-\(name)")
         mqtt.port = broker.port
         mqtt.reconnectDelay = .milliseconds(100)
         mqtt.maximumReconnectDelay = .milliseconds(500)
@@ -303,7 +307,7 @@ import TestSupport
 
         // current(for:) of each, as the restarted bridge has it: the state in the answer to a repeated request.
         let repeatLog = ResultLog()
-        let asker = try await Self.hubClient(broker, hub: "big-hub", log: repeatLog)
+        let asker = try await Self.hubClient(broker, hub: "big-hub", name: "asker", log: repeatLog)
         defer { asker.close() }
         for index in 0..<accessories {
             try Self.send(asker, hub: "big-hub", accessory: "acc-\(index)",
