@@ -10,16 +10,12 @@ swift build -c release --product accessory-bridge >&2
 swift build -c release --product load-smoke >&2
 bin=$(swift build -c release --show-bin-path)
 
-port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-port=18900
-while ! port_is_free "$port"; do port=$((port + 1)); done
+. scripts/lib/broker.sh
 work=$(mktemp -d)
-sed "s/^listener 1883 /listener $port /" deploy/mosquitto/dev.conf > "$work/mosquitto.conf"
-"$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$work/mosquitto.conf" 2>"$work/broker.log" &
-broker=$!
 bridge=
-trap 'kill $bridge $broker 2>/dev/null || true; rm -rf "$work"' EXIT
-sleep 0.5
+broker_pid=
+trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+start_broker 18900 "$work" "$work/broker.log"
 
 "$bin/accessory-bridge" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level warning \
     2>"$work/bridge-1.log" &

@@ -4,30 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-port=1883
-while ! port_is_free "$port"; do
-    port=$((port + 1))
-    [ "$port" -le 1983 ] || { echo "no free port from 1883 to 1983" >&2; exit 1; }
-done
-
+. scripts/lib/broker.sh
 work=$(mktemp -d)
-sed "s/^listener 1883 /listener $port /" deploy/mosquitto/dev.conf > "$work/mosquitto.conf"
-mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
-"$mosquitto" -c "$work/mosquitto.conf" &
-broker_pid=$!
+broker_pid=
 cleanup() {
-    kill "$broker_pid" 2>/dev/null || true
-    wait "$broker_pid" 2>/dev/null || true
+    [ -z "$broker_pid" ] || kill "$broker_pid" 2>/dev/null || true
+    [ -z "$broker_pid" ] || wait "$broker_pid" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-for _ in $(seq 50); do
-    port_is_free "$port" || break
-    sleep 0.1
-done
-port_is_free "$port" && { echo "mosquitto did not start on port $port" >&2; exit 1; }
+start_broker 1883 "$work"
 
 echo "broker:  mqtt://127.0.0.1:$port   (mosquitto_sub -p $port -t 'audio/#' -v)"
 echo "bridge:  accessory-bridge --broker mqtt://127.0.0.1:$port $*"

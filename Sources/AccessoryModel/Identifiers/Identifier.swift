@@ -1,39 +1,30 @@
-/// The grammar shared by hub and accessory ids: 1–64 of `A–Z`, `a–z`, `0–9`, `_`, `-`.
-///
-/// Ids appear as MQTT topic levels, so this grammar keeps them free of `/`, `+`, `#` and anything a broker ACL
-/// pattern could misread.
-public enum IdentifierGrammar {
-    /// The longest id, in characters.
-    public static let maximumLength = 64
+/// An id made of ``IdentifierGrammar``: what hub and accessory ids share. Each kind of id is its own type, so that a
+/// hub id is never passed where an accessory id belongs.
+public protocol Identifier: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The id as it appears in topics and payloads.
+    var rawValue: String { get }
 
-    /// The grammar in words, for error messages.
-    public static let description = "1–64 characters of A–Z, a–z, 0–9, '_' or '-'"
+    /// Wraps `rawValue`, which the caller has checked against ``IdentifierGrammar``. Use ``init(_:)`` or
+    /// ``init(utf8:)``, which check it.
+    init(grammarChecked rawValue: String)
+}
 
-    /// Whether `text` is a valid id.
+extension Identifier {
+    /// Creates an id, or `nil` when `rawValue` breaks ``IdentifierGrammar``.
     @inlinable
-    public static func accepts(_ text: some StringProtocol) -> Bool {
-        accepts(utf8: text.utf8)
+    public init?(_ rawValue: some StringProtocol) {
+        guard IdentifierGrammar.accepts(rawValue) else { return nil }
+        self.init(grammarChecked: String(rawValue))
     }
 
-    /// Whether the UTF-8 bytes `utf8` are a valid id.
+    /// Creates an id from its UTF-8 bytes, or `nil` when they break ``IdentifierGrammar``.
     @inlinable
-    public static func accepts(utf8: some Collection<UInt8>) -> Bool {
-        var count = 0
-        for byte in utf8 {
-            count += 1
-            guard count <= maximumLength, isAllowed(byte) else { return false }
-        }
-        return count > 0
+    public init?(utf8: some Collection<UInt8>) {
+        guard IdentifierGrammar.accepts(utf8: utf8) else { return nil }
+        self.init(grammarChecked: String(decoding: utf8, as: UTF8.self))
     }
 
-    @inlinable
-    static func isAllowed(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"):
-            true
-        default:
-            false
-        }
-    }
+    public var description: String { rawValue }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
