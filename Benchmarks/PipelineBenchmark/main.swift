@@ -1,8 +1,8 @@
 // Pushes encoded telemetry through the bridge's pure pipeline on one core and reports messages per second:
 //
 //   topic parse → format detection → protobuf decode → wire-to-model mapping → AccessoryStateMachine →
-//   RoutingEngine → encode the retained AccessoryState, the RequestResult carrying it (StateEncoder) and every
-//   SwitchCommand.
+//   RoutingEngine → encode the retained AccessoryState, the RequestResult carrying it and every SwitchCommand
+//   (OutboundEncoder, as the bridge does for protobuf).
 //
 // Usage: swift run -c release pipeline-benchmark [messages=2000000] [accessories=10000] [rounds=5] [--stages]
 //
@@ -103,12 +103,12 @@ func runRound() -> (seconds: Double, commands: Int, bytes: Int) {
         let updated = try! lanes[accessory]!.machine.apply(request, sequence: telemetry.sequence, from: from, at: now)
         let output = routing.accessoryChanged(RoutingAccessory(updated), at: now)
 
-        let state = StateEncoder.encodeState(updated, routedSource: routing.routedSource(for: accessory))
-        let result = StateEncoder.encodeResult(
+        let state = OutboundEncoder.encodeState(updated, routedSource: routing.routedSource(for: accessory))
+        let result = OutboundEncoder.encodeResult(
             requestID: telemetry.requestID, sequence: telemetry.sequence, error: nil, state: state)
         bytes += state.count + result.count
         for command in output.commands {
-            bytes += codec.encode(Audioaccessory_V1_SwitchCommand(command), as: .protobuf).count
+            bytes += OutboundEncoder.encodeCommand(command).count
         }
         commands += output.commands.count
     }
@@ -166,12 +166,12 @@ func runStages() {
         return outputs.count
     }
     var states: [[UInt8]] = []
-    time("encode AccessoryState (StateEncoder)") {
-        states = updated.map { StateEncoder.encodeState($0, routedSource: routing.routedSource(for: $0.id)) }
+    time("encode AccessoryState (OutboundEncoder)") {
+        states = updated.map { OutboundEncoder.encodeState($0, routedSource: routing.routedSource(for: $0.id)) }
         return states.count
     }
     time("encode RequestResult with the state") {
-        states.reduce(0) { $0 + StateEncoder.encodeResult(requestID: "r1", sequence: 0, error: nil, state: $1).count }
+        states.reduce(0) { $0 + OutboundEncoder.encodeResult(requestID: "r1", sequence: 0, error: nil, state: $1).count }
     }
     time("for comparison: swift-protobuf's own") {
         updated.reduce(0) {
@@ -181,7 +181,7 @@ func runStages() {
     }
     time("encode SwitchCommands") {
         outputs.reduce(0) { total, output in
-            total + output.commands.reduce(0) { $0 + codec.encode(Audioaccessory_V1_SwitchCommand($1), as: .protobuf).count }
+            total + output.commands.reduce(0) { $0 + OutboundEncoder.encodeCommand($1).count }
         }
     }
 }

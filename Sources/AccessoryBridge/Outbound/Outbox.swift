@@ -17,7 +17,7 @@ struct Outbox: Sendable {
     /// The encoded state of `accessory`, for the retained state topic and for results.
     func encodeState(_ accessory: Accessory, routedSource: BluetoothAddress?, as format: PayloadFormat) -> [UInt8] {
         switch format {
-        case .protobuf: StateEncoder.encodeState(accessory, routedSource: routedSource)
+        case .protobuf: OutboundEncoder.encodeState(accessory, routedSource: routedSource)
         case .json: codec.encode(Audioaccessory_V1_AccessoryState(accessory, routedSource: routedSource), as: .json)
         }
     }
@@ -43,9 +43,9 @@ struct Outbox: Sendable {
         switch format {
         case .protobuf:
             let stateBytes = state.map {
-                $0.encoded ?? StateEncoder.encodeState($0.accessory, routedSource: $0.routedSource)
+                $0.encoded ?? OutboundEncoder.encodeState($0.accessory, routedSource: $0.routedSource)
             }
-            bytes = StateEncoder.encodeResult(requestID: requestID, sequence: sequence, error: error, state: stateBytes)
+            bytes = OutboundEncoder.encodeResult(requestID: requestID, sequence: sequence, error: error, state: stateBytes)
         case .json:
             let message = Audioaccessory_V1_RequestResult(
                 requestID: requestID, sequence: sequence, error: error,
@@ -84,7 +84,11 @@ struct Outbox: Sendable {
 
     func publishCommand(_ command: SwitchCommand) {
         metrics.commands[command.action]?.increment()
-        let bytes = codec.encode(Audioaccessory_V1_SwitchCommand(command), as: defaultFormat)
+        let bytes =
+            switch defaultFormat {
+            case .protobuf: OutboundEncoder.encodeCommand(command)
+            case .json: codec.encode(Audioaccessory_V1_SwitchCommand(command), as: .json)
+            }
         send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
     }
 
