@@ -141,14 +141,13 @@ final class ClientCore: Sendable {
             onEvent(.connectionRefused(error))
             return
         }
-        let (subscriptions, waiters) = state.withLock { state in
+        let subscriptions = state.withLock { state in
             state.isConnected = true
             state.queuedWhileDisconnected = 0
-            state.hasConnected = true
             state.connectedSinceBackoff = true
             state.pendingSubscribes.removeAll()
             state.earlySubacks.removeAll()
-            return (state.subscriptions, state.connectionWaiters.removeAll())
+            return state.subscriptions
         }
         // Calling libmosquitto from its own callback only queues the packets: no deadlock.
         for subscription in subscriptions {
@@ -161,6 +160,12 @@ final class ClientCore: Sendable {
                     "MQTT resubscribe failed", metadata: ["mqtt.filter": "\(subscription.filter)", "mqtt.error": "\(error)"]
                 )
             }
+        }
+        // Only now are waiters released: what they publish next goes out behind these SUBSCRIBEs, so a message
+        // published to a filter subscribed before `start()` comes back (the bridge's rebuild marker relies on it).
+        let waiters = state.withLock { state in
+            state.hasConnected = true
+            return state.connectionWaiters.removeAll()
         }
         let sessionPresent = flags & 1 != 0
         logger.info(
