@@ -48,11 +48,7 @@ public enum OutboundEncoder {
         writer.uint64(9, accessory.lastSequence)
         writer.int64(10, accessory.updatedAt.unixMilliseconds)
         writer.bool(11, accessory.isStale)
-        for diagnostic in accessory.diagnostics {
-            // A repeated string keeps empty elements.
-            let text = diagnostic.description
-            if text.isEmpty { writer.raw([12 << 3 | 2, 0]) } else { writer.string(12, text) }
-        }
+        for diagnostic in accessory.diagnostics { writer.element(12, diagnostic.description) }
         return writer.bytes
     }
 

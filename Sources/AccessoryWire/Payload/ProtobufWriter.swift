@@ -51,12 +51,21 @@ struct ProtobufWriter {
         uint64(field, UInt64(bitPattern: Int64(value.rawValue)))
     }
 
+    /// A singular string: skipped when empty.
     mutating func string(_ field: UInt8, _ value: String) {
+        guard !value.isEmpty else { return }
+        element(field, value)
+    }
+
+    /// One element of a repeated string: written also when empty.
+    mutating func element(_ field: UInt8, _ value: String) {
         var value = value
         value.withUTF8 { lengthDelimited(field, UnsafeRawBufferPointer($0)) }
     }
 
+    /// A singular bytes field: skipped when empty.
     mutating func bytes(_ field: UInt8, _ value: Data) {
+        guard !value.isEmpty else { return }
         value.withUnsafeBytes { lengthDelimited(field, $0) }
     }
 
@@ -70,7 +79,6 @@ struct ProtobufWriter {
     }
 
     private mutating func lengthDelimited(_ field: UInt8, _ value: UnsafeRawBufferPointer) {
-        guard !value.isEmpty else { return }
         key(field, .lengthDelimited)
         varint(UInt64(value.count))
         bytes.append(contentsOf: value)
@@ -99,8 +107,6 @@ struct ProtobufWriter {
 
     /// A message field whose bytes were encoded elsewhere.
     mutating func message(_ field: UInt8, encoded: [UInt8]) {
-        key(field, .lengthDelimited)
-        varint(UInt64(encoded.count))
-        bytes.append(contentsOf: encoded)
+        encoded.withUnsafeBytes { lengthDelimited(field, $0) }
     }
 }
