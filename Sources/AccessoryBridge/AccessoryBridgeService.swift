@@ -47,10 +47,11 @@ public final class AccessoryBridgeService: Service {
         // acknowledgements overtake them, and a crash loses answers to messages the broker will not send again. A
         // wide window keeps answers behind their acknowledgements, but libmosquitto 2.0 walks its whole in-flight list
         // on every acknowledgement it receives, so a window of MQTT's 65,535 made a burst of 100,000 messages
-        // quadratic (857 messages/s end to end). Measured with scripts/load-smoke.sh and the SIGKILL test: 2,048 gives
-        // 17,600 messages/s but loses ~3,000 answers per two kills; 4,096 gives 11,700 messages/s and loses at most
-        // one per kill; 16,384 gives 3,200 messages/s. The broker's receive maximum also caps it (deploy/ sets it wide).
-        mqtt.maximumInflightMessages = 4_096
+        // quadratic (857 messages/s end to end). Measured with scripts/load-smoke.sh 100000 and the SIGKILL test: 2,048
+        // gives 17,600 messages/s but ~3,000 answers lost per two kills; 4,096 gives 11,700/s and usually at most one
+        // lost per kill, but once 561; 8,192 gives 5,450/s and at most one; 16,384 gives 3,200/s. Nothing lost comes
+        // first. The broker's receive maximum also caps the window (deploy/ sets it wide).
+        mqtt.maximumInflightMessages = 8_192
         mqtt.sessionExpiry = configuration.sessionExpiry
         mqtt.will = outbox.bridgeStatus(online: false, version: configuration.version, since: startedAt)
         let online = outbox.bridgeStatus(online: true, version: configuration.version, since: startedAt)
