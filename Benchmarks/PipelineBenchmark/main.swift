@@ -1,6 +1,7 @@
 // Pushes encoded telemetry through the bridge's pure pipeline on one core and reports messages per second:
 //
-//   topic parse → format detection → protobuf decode → wire-to-model mapping → AccessoryStateMachine →
+//   topic parse → format detection → reading the telemetry (WireCodec.readTelemetry, as the bridge does) →
+//   AccessoryStateMachine →
 //   RoutingEngine → encode the retained AccessoryState, the RequestResult carrying it and every SwitchCommand
 //   (OutboundEncoder, as the bridge does for protobuf).
 //
@@ -98,12 +99,12 @@ func runRound() -> (seconds: Double, commands: Int, bytes: Int) {
             fatalError("not telemetry")
         }
         let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
-        let telemetry = try! codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: inbound.payload, format: format)
-        let request = try! telemetry.request(for: accessory)
+        let telemetry = try! codec.readTelemetry(from: inbound.payload, format: format, for: accessory)
+        let request = try! telemetry.request.get()
         let updated = try! lanes[accessory]!.machine.apply(request, sequence: telemetry.sequence, from: from, at: now)
         let output = routing.accessoryChanged(RoutingAccessory(updated), at: now)
 
-        let state = OutboundEncoder.encodeState(updated, routedSource: routing.routedSource(for: accessory))
+        let state = OutboundEncoder.encodeState(updated, routedSource: output.routedSource)
         let result = OutboundEncoder.encodeResult(
             requestID: telemetry.requestID, sequence: telemetry.sequence, error: nil, state: state)
         bytes += state.count + result.count
@@ -127,7 +128,7 @@ func runStages() {
         let began = clock.now
         let sink = body()
         let ns = began.duration(to: clock.now).seconds * 1e9 / Double(n)
-        print(String(format: "  %-34@ %7.0f ns/message", name as NSString, ns), sink == -1 ? "" : "")
+        print(name.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%6.0f ns/message", ns), sink == -1 ? "" : "")
     }
     var parsed: [AccessoryID] = []
     time("topic parse") {
@@ -137,18 +138,19 @@ func runStages() {
         }
         return parsed.count
     }
-    var decoded: [Audioaccessory_V1_AccessoryTelemetry] = []
-    time("format detection + protobuf decode") {
-        decoded = stream.prefix(n).map { inbound in
-            let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
-            return try! codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: inbound.payload, format: format)
-        }
-        return decoded.count
-    }
     var requests: [AccessoryRequest] = []
-    time("wire-to-model mapping") {
-        requests = zip(decoded, parsed).map { try! $0.request(for: $1) }
+    time("format detection + read telemetry") {
+        requests = zip(stream.prefix(n), parsed).map { inbound, accessory in
+            let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
+            return try! codec.readTelemetry(from: inbound.payload, format: format, for: accessory).request.get()
+        }
         return requests.count
+    }
+    time("for comparison: swift-protobuf's") {
+        zip(stream.prefix(n), parsed).reduce(0) { total, pair in
+            let telemetry = try! codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: pair.0.payload, format: .protobuf)
+            return total + (try! telemetry.request(for: pair.1)).name.utf8.count
+        }
     }
     let lanes = makeLanes()
     var updated: [Accessory] = []
@@ -167,15 +169,15 @@ func runStages() {
     }
     var states: [[UInt8]] = []
     time("encode AccessoryState (OutboundEncoder)") {
-        states = updated.map { OutboundEncoder.encodeState($0, routedSource: routing.routedSource(for: $0.id)) }
+        states = zip(updated, outputs).map { OutboundEncoder.encodeState($0, routedSource: $1.routedSource) }
         return states.count
     }
     time("encode RequestResult with the state") {
         states.reduce(0) { $0 + OutboundEncoder.encodeResult(requestID: "r1", sequence: 0, error: nil, state: $1).count }
     }
     time("for comparison: swift-protobuf's own") {
-        updated.reduce(0) {
-            $0 + codec.encode(Audioaccessory_V1_AccessoryState($1, routedSource: routing.routedSource(for: $1.id)),
+        zip(updated, outputs).reduce(0) {
+            $0 + codec.encode(Audioaccessory_V1_AccessoryState($1.0, routedSource: $1.1.routedSource),
                 as: .protobuf).count
         }
     }

@@ -94,7 +94,7 @@ public final class MessageProcessor: Sendable {
     private func telemetry(_ message: MQTTMessage, hub: HubID, accessory id: AccessoryID) {
         let now = clock.now
         let format: PayloadFormat
-        let telemetry: Audioaccessory_V1_AccessoryTelemetry
+        let telemetry: InboundTelemetry
         do {
             format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
         } catch {
@@ -104,7 +104,7 @@ public final class MessageProcessor: Sendable {
             return
         }
         do {
-            telemetry = try codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: message.payload, format: format)
+            telemetry = try codec.readTelemetry(from: message.payload, format: format, for: id)
         } catch {
             refuse(message, Self.refusal(error), error.reason)
             answer(message, hub: hub, accessory: id, requestID: "", sequence: 0, .invalidRequest(reason: error.reason),
@@ -112,9 +112,10 @@ public final class MessageProcessor: Sendable {
             return
         }
         let request: AccessoryRequest
-        do {
-            request = try telemetry.request(for: id)
-        } catch {
+        switch telemetry.request {
+        case .success(let made):
+            request = made
+        case .failure(let error):
             refuse(message, .value, error.reason)
             answer(message, hub: hub, accessory: id, requestID: telemetry.requestID, sequence: telemetry.sequence, error,
                 format: format)
@@ -253,7 +254,7 @@ public final class MessageProcessor: Sendable {
     /// A repeat of a request already processed: nothing changes, and it gets the first one's result again (or, when
     /// that is no longer kept, an error that says why nothing happened).
     private func duplicate(
-        _ message: MQTTMessage, _ telemetry: Audioaccessory_V1_AccessoryTelemetry, of state: inout AccessoryLane.State,
+        _ message: MQTTMessage, _ telemetry: InboundTelemetry, of state: inout AccessoryLane.State,
         last: UInt64, hub: HubID, format: PayloadFormat
     ) {
         metrics.duplicates.increment()
@@ -385,7 +386,7 @@ public final class MessageProcessor: Sendable {
             output.commands.forEach(outbox.publishCommand)
             reschedule(&routing)
             rerouted = output.rerouted
-            return routing.engine.routedSource(for: view.id)
+            return output.routedSource
         }
     }
 

@@ -21,6 +21,8 @@ public struct AccessoryStateMachine: Sendable {
 
     public let id: AccessoryID
     public let policy: Policy
+    /// `policy.diagnosticsGracePeriod` in milliseconds, converted once (see ``Timestamp/advanced(byMilliseconds:)``).
+    private let gracePeriod: Int64
     /// The accessory, or `nil` while it was never paired.
     public private(set) var accessory: Accessory?
 
@@ -28,6 +30,7 @@ public struct AccessoryStateMachine: Sendable {
     public init(id: AccessoryID, policy: Policy = Policy()) {
         self.id = id
         self.policy = policy
+        self.gracePeriod = policy.diagnosticsGracePeriod.wholeMilliseconds
         self.accessory = nil
     }
 
@@ -35,6 +38,7 @@ public struct AccessoryStateMachine: Sendable {
     public init(restoring accessory: Accessory, policy: Policy = Policy()) {
         self.id = accessory.id
         self.policy = policy
+        self.gracePeriod = policy.diagnosticsGracePeriod.wholeMilliseconds
         self.accessory = accessory
     }
 
@@ -53,7 +57,7 @@ public struct AccessoryStateMachine: Sendable {
         // Due while a declared capability is unreported and its diagnostic is not raised yet; once raised (or once
         // everything is reported) there is nothing left to wait for.
         let raised = accessory.diagnostics.contains { if case .hubOffline = $0 { false } else { true } }
-        return !raised && hasUnreportedCapability(accessory) ? registeredAt + policy.diagnosticsGracePeriod : nil
+        return !raised && hasUnreportedCapability(accessory) ? registeredAt.advanced(byMilliseconds: gracePeriod) : nil
     }
 
     /// Applies one request from `hub` and returns the new state, or throws and changes nothing.
@@ -288,11 +292,14 @@ public struct AccessoryStateMachine: Sendable {
     /// Recomputes the diagnostics that hold at `now`; returns whether they changed.
     @discardableResult
     private mutating func refreshDiagnostics(at now: Timestamp) -> Bool {
+        // The common case first, without copying the accessory: nothing to raise and nothing raised.
+        guard let isStale = accessory?.isStale else { return false }
+        let grace = gracePeriod
+        let due =
+            accessory?.registration == .registered
+            && accessory?.registeredAt.map { now >= $0.advanced(byMilliseconds: grace) } == true
+        if !isStale && !due && accessory?.diagnostics.isEmpty == true { return false }
         guard let accessory else { return false }
-        let grace = policy.diagnosticsGracePeriod
-        let due = accessory.registration == .registered && accessory.registeredAt.map { now >= $0 + grace } == true
-        // The common case: nothing to raise and nothing raised.
-        if !accessory.isStale && !due && accessory.diagnostics.isEmpty { return false }
         var diagnostics: [Diagnostic] = []
         if accessory.isStale {
             diagnostics.append(.hubOffline(accessory.hub))
@@ -300,12 +307,12 @@ public struct AccessoryStateMachine: Sendable {
         if due {
             let configuration = accessory.configuration
             if configuration.deviceCapabilities.contains(.placement), configuration.devicePlacement == nil {
-                diagnostics.append(.placementNotReported(after: grace))
+                diagnostics.append(.placementNotReported(after: policy.diagnosticsGracePeriod))
             }
             if configuration.deviceCapabilities.contains(.audioSwitching),
                 configuration.primaryAudioSourceDeviceIdentifier == nil
             {
-                diagnostics.append(.sourcesNotReported(after: grace))
+                diagnostics.append(.sourcesNotReported(after: policy.diagnosticsGracePeriod))
             }
         }
         guard diagnostics != accessory.diagnostics else { return false }

@@ -44,6 +44,8 @@ public struct RoutingEngine: Sendable {
     /// Each source's first command has sequence `commandSequenceBase + 1`. A bridge passes a base that grows with
     /// time (its start in milliseconds × 1000), so that sequences keep increasing across its restarts.
     public let commandSequenceBase: UInt64
+    /// `policy.resumeWindow` in milliseconds, converted once (see ``Timestamp/advanced(byMilliseconds:)``).
+    private let resumeWindow: Int64
 
     // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
     // to them by slot. Slots are never reused.
@@ -58,6 +60,7 @@ public struct RoutingEngine: Sendable {
         self.policy = policy
         self.instanceID = instanceID
         self.commandSequenceBase = commandSequenceBase
+        self.resumeWindow = policy.resumeWindow.wholeMilliseconds
     }
 
     // MARK: - Queries
@@ -152,6 +155,7 @@ public struct RoutingEngine: Sendable {
             accessories[slot].wornSince = nil
         }
         output.nextDeadline = nextDeadline
+        output.routedSource = accessories[slot].routedSource.map { sources[$0].address }
         return output
     }
 
@@ -237,7 +241,7 @@ public struct RoutingEngine: Sendable {
         while let next = expiries.first, next.expiresAt <= now {
             expiries.removeFirst()
             if let source = sourceSlots[next.source], let paused = sources[source].pausedByTakeOff,
-                paused.at + policy.resumeWindow <= now
+                paused.at.advanced(byMilliseconds: resumeWindow) <= now
             {
                 sources[source].pausedByTakeOff = nil
             }
@@ -327,7 +331,7 @@ public struct RoutingEngine: Sendable {
     /// Whether rule 5 paused `source` off `accessory` within the resume window.
     private func resumable(_ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
         guard let paused = sources[source].pausedByTakeOff else { return false }
-        return paused.accessory == accessory && now <= paused.at + policy.resumeWindow
+        return paused.accessory == accessory && now <= paused.at.advanced(byMilliseconds: resumeWindow)
     }
 
     /// Routes `source` to `accessory`, detaching the source from any other accessory (rule 3), and sends ROUTE unless
@@ -369,7 +373,7 @@ public struct RoutingEngine: Sendable {
 
     private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
         sources[source].pausedByTakeOff = PausedPlayback(accessory: accessory, at: now, activity: sources[source].activity)
-        expiries.append(source: sources[source].address, expiresAt: now + policy.resumeWindow)
+        expiries.append(source: sources[source].address, expiresAt: now.advanced(byMilliseconds: resumeWindow))
     }
 
     private mutating func issue(

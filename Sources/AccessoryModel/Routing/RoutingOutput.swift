@@ -6,6 +6,9 @@ public struct RoutingOutput: Hashable, Sendable {
     public var rerouted: [AccessoryID] = []
     /// When ``RoutingEngine/tick(at:)`` next has something to do, if ever.
     public var nextDeadline: Timestamp?
+    /// After ``RoutingEngine/accessoryChanged(_:at:)``: the source now routed to that accessory (saving a lookup by
+    /// id). `nil` after the other transitions.
+    public var routedSource: BluetoothAddress?
 
     public init(
         commands: [SwitchCommand] = [], rerouted: [AccessoryID] = [],

@@ -8,8 +8,7 @@ extension Audioaccessory_V1_AccessoryTelemetry {
     /// content is fields this version does not know.
     public func request(for accessory: AccessoryID) throws(AccessoryControlError) -> AccessoryRequest {
         guard accessoryID.isEmpty || accessoryID == accessory.rawValue else {
-            throw .invalidRequest(
-                reason: "the payload names accessory '\(accessoryID)' but the topic names '\(accessory)'")
+            throw Self.mismatch(named: accessoryID, topic: accessory)
         }
         switch event {
         case nil where !unknownFields.data.isEmpty:
@@ -36,6 +35,11 @@ extension Audioaccessory_V1_AccessoryTelemetry {
         case .sources(let report)?:
             return .sources(primary: report.primary.nilWhenEmpty, secondary: report.secondary.nilWhenEmpty)
         }
+    }
+
+    /// The error for a payload whose `accessory_id` is not the accessory its topic names.
+    static func mismatch(named: String, topic accessory: AccessoryID) -> AccessoryControlError {
+        .invalidRequest(reason: "the payload names accessory '\(named)' but the topic names '\(accessory)'")
     }
 
     /// The telemetry that carries `request`.
