@@ -229,15 +229,17 @@ public struct AccessoryStateMachine: Sendable {
 
     /// Succeeds when the accessory is registered through `hub`.
     private func checkRegistered(for operation: String, hub: HubID) throws(AccessoryControlError) {
-        guard let accessory else { throw notPaired(before: operation) }
-        switch accessory.registration {
+        // Reads the two fields it needs: copying the whole accessory costs more than the check.
+        guard let registration = accessory?.registration else { throw notPaired(before: operation) }
+        if registration != .unpaired, accessory?.hub != hub {
+            try Self.check(accessory!, isPairedWith: hub)
+        }
+        switch registration {
         case .registered:
-            try Self.check(accessory, isPairedWith: hub)
+            break
         case .paired:
-            try Self.check(accessory, isPairedWith: hub)
             throw .invalidRequest(reason: "accessory \(id) is not registered; register it before \(operation)")
         case .invalidated:
-            try Self.check(accessory, isPairedWith: hub)
             throw .invalidated(
                 reason: "the registration of accessory \(id) was invalidated when it was paired again; "
                     + "register it again")

@@ -30,26 +30,36 @@ public enum OutboundEncoder {
 
     /// `Audioaccessory_V1_AccessoryState(accessory, routedSource:).serializedBytes()`.
     public static func encodeState(_ accessory: Accessory, routedSource: BluetoothAddress?) -> [UInt8] {
-        var writer = ProtobufWriter(capacity: 128 + accessory.name.utf8.count + accessory.model.utf8.count)
-        writer.string(1, accessory.id.rawValue)
-        writer.string(2, accessory.hub.rawValue)
-        writer.enumeration(3, Audioaccessory_V1_Registration(accessory.registration))
-        writer.string(4, accessory.name)
-        writer.string(5, accessory.model)
-        writer.raw(hardwareCapabilityFields[index(accessory.hardwareCapabilities)])
-        let configuration = accessory.configuration
-        writer.message(7) { writer in
-            writer.raw(deviceCapabilityFields[index(configuration.deviceCapabilities)])
-            writer.enumeration(2, Audioaccessory_V1_Placement(configuration.devicePlacement))
-            if let primary = configuration.primaryAudioSourceDeviceIdentifier { writer.bytes(3, primary) }
-            if let secondary = configuration.secondaryAudioSourceDeviceIdentifier { writer.bytes(4, secondary) }
+        let diagnostics = accessory.diagnostics.isEmpty ? [] : accessory.diagnostics.map(\.description)
+        // 16 fields at most besides the diagnostics (the configuration's included), the capability tables (8 bytes
+        // each at most), the address, and the texts.
+        let bound =
+            ProtobufWriter.fieldOverhead * (16 + diagnostics.count) + 2 * 8 + 6
+            + accessory.id.rawValue.utf8.count + accessory.hub.rawValue.utf8.count + accessory.name.utf8.count
+            + accessory.model.utf8.count + (accessory.configuration.primaryAudioSourceDeviceIdentifier?.count ?? 0)
+            + (accessory.configuration.secondaryAudioSourceDeviceIdentifier?.count ?? 0)
+            + diagnostics.reduce(0) { $0 + $1.utf8.count }
+        return ProtobufWriter.write(bound: bound) { writer in
+            writer.string(1, accessory.id.rawValue)
+            writer.string(2, accessory.hub.rawValue)
+            writer.enumeration(3, Audioaccessory_V1_Registration(accessory.registration))
+            writer.string(4, accessory.name)
+            writer.string(5, accessory.model)
+            writer.raw(hardwareCapabilityFields[index(accessory.hardwareCapabilities)])
+            writer.message(7) { writer in
+                writer.raw(deviceCapabilityFields[index(accessory.configuration.deviceCapabilities)])
+                writer.enumeration(2, Audioaccessory_V1_Placement(accessory.configuration.devicePlacement))
+                if let primary = accessory.configuration.primaryAudioSourceDeviceIdentifier { writer.bytes(3, primary) }
+                if let secondary = accessory.configuration.secondaryAudioSourceDeviceIdentifier {
+                    writer.bytes(4, secondary)
+                }
+            }
+            if let routedSource { writer.address(8, routedSource.rawValue) }
+            writer.uint64(9, accessory.lastSequence)
+            writer.int64(10, accessory.updatedAt.unixMilliseconds)
+            writer.bool(11, accessory.isStale)
+            for diagnostic in diagnostics { writer.element(12, diagnostic) }
         }
-        if let routedSource { writer.address(8, routedSource.rawValue) }
-        writer.uint64(9, accessory.lastSequence)
-        writer.int64(10, accessory.updatedAt.unixMilliseconds)
-        writer.bool(11, accessory.isStale)
-        for diagnostic in accessory.diagnostics { writer.element(12, diagnostic.description) }
-        return writer.bytes
     }
 
     /// `Audioaccessory_V1_RequestResult(requestID:sequence:error:state:).serializedBytes()`, given the state's bytes
@@ -57,25 +67,29 @@ public enum OutboundEncoder {
     public static func encodeResult(
         requestID: String, sequence: UInt64, error: AccessoryControlError?, state: [UInt8]?
     ) -> [UInt8] {
-        var writer = ProtobufWriter(capacity: 16 + requestID.utf8.count + (state?.count ?? 0) + 4)
-        writer.string(1, requestID)
-        writer.uint64(2, sequence)
-        writer.enumeration(3, Audioaccessory_V1_ErrorCode(error?.code))  // NONE on success
-        if let error { writer.string(4, error.reason) }
-        if let state { writer.message(5, encoded: state) }
-        return writer.bytes
+        let bound =
+            ProtobufWriter.fieldOverhead * 5 + requestID.utf8.count + (error?.reason.utf8.count ?? 0)
+            + (state?.count ?? 0)
+        return ProtobufWriter.write(bound: bound) { writer in
+            writer.string(1, requestID)
+            writer.uint64(2, sequence)
+            writer.enumeration(3, Audioaccessory_V1_ErrorCode(error?.code))  // NONE on success
+            if let error { writer.string(4, error.reason) }
+            if let state { writer.message(5, encoded: state) }
+        }
     }
 
     /// `Audioaccessory_V1_SwitchCommand(command).serializedBytes()`.
     public static func encodeCommand(_ command: SwitchCommand) -> [UInt8] {
-        var writer = ProtobufWriter(capacity: 48 + command.id.utf8.count)
-        writer.string(1, command.id)
-        writer.uint64(2, command.sequence)
-        writer.string(3, command.accessoryID.rawValue)
-        writer.enumeration(4, Audioaccessory_V1_Action(command.action))
-        writer.enumeration(5, Audioaccessory_V1_Reason(command.reason))
-        writer.int64(6, command.issuedAt.unixMilliseconds)
-        return writer.bytes
+        let bound = ProtobufWriter.fieldOverhead * 6 + command.id.utf8.count + command.accessoryID.rawValue.utf8.count
+        return ProtobufWriter.write(bound: bound) { writer in
+            writer.string(1, command.id)
+            writer.uint64(2, command.sequence)
+            writer.string(3, command.accessoryID.rawValue)
+            writer.enumeration(4, Audioaccessory_V1_Action(command.action))
+            writer.enumeration(5, Audioaccessory_V1_Reason(command.reason))
+            writer.int64(6, command.issuedAt.unixMilliseconds)
+        }
     }
 
     private static func index(_ capabilities: Capabilities) -> Int {

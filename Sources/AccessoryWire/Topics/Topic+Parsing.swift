@@ -1,4 +1,5 @@
 import AccessoryModel
+import Foundation
 
 extension Topic {
     /// Reads a topic name under `root`, or explains what is wrong with it.
@@ -58,10 +59,11 @@ extension Topic {
             UnsafeBufferPointer(rebasing: bytes[starts[index]..<(starts[index + 1] - 1)])
         }
 
+        @inline(__always)
         func `is`(_ index: Int, _ word: StaticString) -> Bool {
-            let level = level(index)
-            return level.count == word.utf8CodeUnitCount
-                && equal(level, 0, level.count, UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+            let start = starts[index]
+            let count = starts[index + 1] - 1 - start
+            return count == word.utf8CodeUnitCount && memcmp(bytes.baseAddress! + start, word.utf8Start, count) == 0
         }
 
         func text(_ index: Int) -> String { String(decoding: level(index), as: UTF8.self) }
