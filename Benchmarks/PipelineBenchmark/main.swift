@@ -58,6 +58,8 @@ let stream = makeStream(accessories: accessories, sources: sources)
 /// An accessory's state machine behind a reference, as the bridge keeps each in its own actor.
 final class Lane {
     var machine: AccessoryStateMachine
+    /// Where the routing engine keeps the accessory, as the bridge's lanes remember it.
+    var routingSlot: Int?
     init(_ machine: AccessoryStateMachine) { self.machine = machine }
 }
 
@@ -101,8 +103,10 @@ func runRound() -> (seconds: Double, commands: Int, bytes: Int) {
         let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
         let telemetry = try! codec.readTelemetry(from: inbound.payload, format: format, for: accessory)
         let request = try! telemetry.request.get()
-        let updated = try! lanes[accessory]!.machine.apply(request, sequence: telemetry.sequence, from: from, at: now)
-        let output = routing.accessoryChanged(RoutingAccessory(updated), at: now)
+        let lane = lanes[accessory]!
+        let updated = try! lane.machine.apply(request, sequence: telemetry.sequence, from: from, at: now)
+        let output = routing.accessoryChanged(RoutingAccessory(updated), at: now, slotHint: lane.routingSlot)
+        lane.routingSlot = output.accessorySlot
 
         let state = OutboundEncoder.encodeState(updated, routedSource: output.routedSource)
         let result = OutboundEncoder.encodeResult(
@@ -154,17 +158,25 @@ func runStages() {
     }
     let lanes = makeLanes()
     var updated: [Accessory] = []
+    var applied: [Lane] = []
     updated.reserveCapacity(n)
+    applied.reserveCapacity(n)
     time("AccessoryStateMachine.apply") {
         for (request, accessory) in zip(requests, parsed) {
-            updated.append(try! lanes[accessory]!.machine.apply(request, from: hub, at: start))
+            let lane = lanes[accessory]!
+            updated.append(try! lane.machine.apply(request, from: hub, at: start))
+            applied.append(lane)
         }
         return updated.count
     }
     var routing = makeRouting()
     var outputs: [RoutingOutput] = []
     time("RoutingEngine.accessoryChanged") {
-        outputs = updated.map { routing.accessoryChanged(RoutingAccessory($0), at: start) }
+        outputs = zip(updated, applied).map { accessory, lane in
+            let output = routing.accessoryChanged(RoutingAccessory(accessory), at: start, slotHint: lane.routingSlot)
+            lane.routingSlot = output.accessorySlot
+            return output
+        }
         return outputs.count
     }
     var states: [[UInt8]] = []

@@ -168,7 +168,7 @@ public final class MessageProcessor: Sendable {
             do throws(AccessoryControlError) {
                 let accessory = try state.machine.apply(request, sequence: telemetry.sequence, from: hub, at: now)
                 error = nil
-                routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &rerouted)
+                routedSource = route(RoutingAccessory(accessory), of: &state, at: now, rerouted: &rerouted)
                 stateBytes = outbox.publishState(accessory, routedSource: routedSource, as: format)
                 reschedule(&state)
             } catch let failure {
@@ -216,7 +216,7 @@ public final class MessageProcessor: Sendable {
                     return []
                 }
                 var changed: [AccessoryID] = []
-                let routedSource = route(RoutingAccessory(accessory), at: now, rerouted: &changed)
+                let routedSource = route(RoutingAccessory(accessory), of: &state, at: now, rerouted: &changed)
                 outbox.publishState(accessory, routedSource: routedSource, as: defaultFormat)
                 reschedule(&state)
                 return changed.filter { $0 != accessory.id }
@@ -378,11 +378,16 @@ public final class MessageProcessor: Sendable {
 
     // MARK: - Helpers
 
-    /// Runs the routing engine for a changed accessory and publishes its commands, in order, under the routing
-    /// lock. Returns the accessory's routed source and collects the accessories whose route changed.
-    private func route(_ view: RoutingAccessory, at now: Timestamp, rerouted: inout [AccessoryID]) -> BluetoothAddress? {
+    /// Runs the routing engine for a changed accessory (its lane's `state`) and publishes its commands, in order,
+    /// under the routing lock. Returns the accessory's routed source and collects the accessories whose route
+    /// changed.
+    private func route(
+        _ view: RoutingAccessory, of state: inout AccessoryLane.State, at now: Timestamp,
+        rerouted: inout [AccessoryID]
+    ) -> BluetoothAddress? {
         routing.withLock { routing in
-            let output = routing.engine.accessoryChanged(view, at: now)
+            let output = routing.engine.accessoryChanged(view, at: now, slotHint: state.routingSlot)
+            state.routingSlot = output.accessorySlot
             output.commands.forEach(outbox.publishCommand)
             reschedule(&routing)
             rerouted = output.rerouted

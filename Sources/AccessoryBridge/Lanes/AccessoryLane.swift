@@ -16,6 +16,8 @@ final class AccessoryLane: Sendable {
         var lastRebirthRequest: Timestamp?
         /// The deadline the scheduler holds for this lane, so that it is scheduled once.
         var scheduledDeadline: Timestamp?
+        /// Where the routing engine keeps this accessory, which spares it a lookup by id.
+        var routingSlot: Int?
     }
 
     let id: AccessoryID

@@ -80,7 +80,7 @@ public struct RoutingEngine: Sendable {
         sourceSlots[source].map { sources[$0].activity } ?? .idle
     }
 
-    /// The routing view of `accessory`, as last given to ``accessoryChanged(_:at:)``.
+    /// The routing view of `accessory`, as last given to ``accessoryChanged(_:at:slotHint:)``.
     public func accessory(_ id: AccessoryID) -> RoutingAccessory? {
         accessorySlots[id].map { accessories[$0].view }
     }
@@ -102,11 +102,16 @@ public struct RoutingEngine: Sendable {
     // MARK: - Transitions
 
     /// An accessory's state changed (placement, sources, registration, staleness).
-    public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp) -> RoutingOutput {
+    ///
+    /// - Parameter slotHint: the ``RoutingOutput/accessorySlot`` an earlier call returned for this accessory, which
+    ///   spares a lookup by id; a hint that does not hold that accessory is ignored.
+    public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp, slotHint: Int? = nil)
+        -> RoutingOutput
+    {
         var output = RoutingOutput()
         let slot: Int
         let previousView: RoutingAccessory?
-        if let known = accessorySlots[view.id] {
+        if let known = self.slot(of: view.id, hint: slotHint) {
             slot = known
             previousView = accessories[slot].view
             accessories[slot].view = view
@@ -156,6 +161,7 @@ public struct RoutingEngine: Sendable {
         }
         output.nextDeadline = nextDeadline
         output.routedSource = accessories[slot].routedSource.map { sources[$0].address }
+        output.accessorySlot = slot
         return output
     }
 
@@ -384,9 +390,38 @@ public struct RoutingEngine: Sendable {
         let sequence = sources[source].commandSequence
         output.commands.append(
             SwitchCommand(
-                id: sources[source].commandIDPrefix + String(sequence), sequence: sequence,
+                id: Self.commandID(sources[source].commandIDPrefix, sequence), sequence: sequence,
                 source: sources[source].address, accessoryID: accessories[accessory].view.id, action: action,
                 reason: reason, issuedAt: now))
+    }
+
+    /// `prefix` and `sequence` in decimal, built in one allocation (`prefix + String(sequence)` takes two strings
+    /// and a growth, for every command).
+    static func commandID(_ prefix: String, _ sequence: UInt64) -> String {
+        var prefix = prefix
+        return prefix.withUTF8 { prefix in
+            String(unsafeUninitializedCapacity: prefix.count + 20) { buffer in
+                _ = buffer.initialize(fromContentsOf: prefix)
+                var digits = 1
+                var rest = sequence / 10
+                while rest > 0 {
+                    digits += 1
+                    rest /= 10
+                }
+                var value = sequence
+                for index in stride(from: prefix.count + digits - 1, through: prefix.count, by: -1) {
+                    buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                return prefix.count + digits
+            }
+        }
+    }
+
+    /// The slot of accessory `id`: `hint` when it holds that accessory (slots are never reused), else looked up.
+    private func slot(of id: AccessoryID, hint: Int?) -> Int? {
+        if let hint, accessories.indices.contains(hint), accessories[hint].view.id == id { return hint }
+        return accessorySlots[id]
     }
 
     /// The slot of `address`, created on first sight.
