@@ -10,7 +10,8 @@ import SwiftProtobuf
 /// messages go out for every telemetry message, so they are written here field by field with ``ProtobufWriter``, in
 /// field-number order, defaults skipped: the canonical encoding. The packed capability fields are taken from tables
 /// that swift-protobuf itself encoded. OutboundEncoderTests compares every byte with swift-protobuf's over many
-/// random messages. Decoding, and everything else, is swift-protobuf's.
+/// random messages. Its inbound counterpart is ``WireCodec/readTelemetry(from:format:for:)``; every other message is
+/// encoded and decoded by swift-protobuf.
 ///
 /// JSON payloads do not come through here: they are built from the full messages.
 public enum OutboundEncoder {
