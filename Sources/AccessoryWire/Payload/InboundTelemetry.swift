@@ -40,7 +40,8 @@ extension WireCodec {
         {
             return telemetry
         }
-        return InboundTelemetry(try decode(Audioaccessory_V1_AccessoryTelemetry.self, from: payload, format: format), for: accessory)
+        let telemetry = try decode(Audioaccessory_V1_AccessoryTelemetry.self, from: payload, format: format)
+        return InboundTelemetry(telemetry, for: accessory)
     }
 }
 
@@ -52,7 +53,7 @@ extension InboundTelemetry {
     /// Every field here has a number below 16, so each key is one byte: wire type 0 for a varint, 2 for
     /// length-delimited.
     init?(reportIn payload: [UInt8], for accessory: AccessoryID) {
-        let read: InboundTelemetry?? = payload.withUnsafeBytes { bytes in
+        let read: InboundTelemetry? = payload.withUnsafeBytes { bytes in
             var reader = ProtobufReader(bytes)
             var sequence: UInt64?
             var requestID: String?
@@ -88,7 +89,7 @@ extension InboundTelemetry {
             }
             return InboundTelemetry(sequence: sequence ?? 0, requestID: requestID ?? "", request: checked)
         }
-        guard let read = read.flatMap({ $0 }) else { return nil }
+        guard let read else { return nil }
         self = read
     }
 
