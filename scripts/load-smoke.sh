@@ -7,16 +7,8 @@ cd "$(dirname "$0")/.."
 messages=${1:-100000}
 accessories=${2:-1000}
 
-swift build -c release --product accessory-bridge >&2
-swift build -c release --product load-smoke >&2
-bin=$(swift build -c release --show-bin-path)
-
-. scripts/lib/broker.sh
-work=$(mktemp -d)
-bridge=
-broker_pid=
-trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-start_broker 18830 "$work" "$work/broker.log"
+. scripts/lib/bench.sh
+bench_setup 18830
 "$bin/accessory-bridge" --broker "mqtt://127.0.0.1:$port" --log-level warning 2>"$work/bridge.log" &
 bridge=$!
 sleep 1

@@ -6,16 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 accessories=${1:-100000}
 
-swift build -c release --product accessory-bridge >&2
-swift build -c release --product load-smoke >&2
-bin=$(swift build -c release --show-bin-path)
-
-. scripts/lib/broker.sh
-work=$(mktemp -d)
-bridge=
-broker_pid=
-trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-start_broker 18900 "$work" "$work/broker.log"
+. scripts/lib/bench.sh
+bench_setup 18900
 
 "$bin/accessory-bridge" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level warning \
     2>"$work/bridge-1.log" &

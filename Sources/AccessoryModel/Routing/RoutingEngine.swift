@@ -317,9 +317,9 @@ public struct RoutingEngine: Sendable {
         of accessory: Int, at now: Timestamp, countingPauses: Bool = false, where filter: (Int) -> Bool
     ) -> Int? {
         var best: (source: Int, priority: Int, since: Timestamp)?
-        let candidates = accessories[accessory].candidates
-        for index in 0..<2 {
-            guard let source = index == 0 ? candidates.primary : candidates.secondary, filter(source) else { continue }
+        // Every listed source has a slot: updateListings gave it one.
+        for address in accessories[accessory].view.sources {
+            guard let source = sourceSlots[address], filter(source) else { continue }
             var activity = sources[source].activity
             if countingPauses, resumable(source, on: accessory, at: now), let paused = sources[source].pausedByTakeOff,
                 paused.activity.priority > activity.priority
@@ -436,8 +436,6 @@ public struct RoutingEngine: Sendable {
         return slot
     }
 
-    /// Keeps the sources' lists of candidate accessories and the accessory's candidate slots in step with a change
-    /// of its sources from `old` to `new`.
     private mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair) {
         for address in old where !new.contains(address) {
             sources[sourceSlot(address)].listedBy.removeAll { $0 == accessory }
@@ -445,7 +443,6 @@ public struct RoutingEngine: Sendable {
         for address in new where !old.contains(address) {
             sources[sourceSlot(address)].listedBy.append(accessory)
         }
-        accessories[accessory].candidates = (new.primary.map { sourceSlot($0) }, new.secondary.map { sourceSlot($0) })
     }
 }
 
@@ -456,9 +453,6 @@ extension RoutingEngine {
         var wornSince: Timestamp?
         /// The slot of the source routed to it.
         var routedSource: Int?
-        /// The slots of its candidate sources (`view.sources`, primary first), so that the rules find them without a
-        /// lookup by address.
-        var candidates: (primary: Int?, secondary: Int?) = (nil, nil)
     }
 
     struct SourceEntry: Sendable {

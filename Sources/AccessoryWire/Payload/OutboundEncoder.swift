@@ -31,7 +31,7 @@ public enum OutboundEncoder {
 
     /// `Audioaccessory_V1_AccessoryState(accessory, routedSource:).serializedBytes()`.
     public static func encodeState(_ accessory: Accessory, routedSource: BluetoothAddress?) -> [UInt8] {
-        let diagnostics = accessory.diagnostics.isEmpty ? [] : accessory.diagnostics.map(\.description)
+        let diagnostics = accessory.diagnostics.map { $0.description }
         // 16 fields at most besides the diagnostics (the configuration's included), the capability tables (8 bytes
         // each at most), the address, and the texts.
         let bound =

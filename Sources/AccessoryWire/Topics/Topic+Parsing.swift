@@ -25,7 +25,9 @@ extension Topic {
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, root: UnsafeBufferPointer<UInt8>)
         -> Result<Topic, Failure>
     {
-        guard bytes.count > root.count, bytes[root.count] == UInt8(ascii: "/"), equal(bytes, 0, root.count, root) else {
+        guard bytes.count > root.count, bytes[root.count] == UInt8(ascii: "/"),
+            root.isEmpty || memcmp(bytes.baseAddress!, root.baseAddress!, root.count) == 0
+        else {
             return .failure(Failure(reason: "it is not under the topic root '\(String(decoding: root, as: UTF8.self))'"))
         }
         // Level i spans starts[i] ..< starts[i + 1] - 1.
@@ -115,16 +117,5 @@ extension Topic {
                         + "digits, such as 123456789abc"))
         }
         return .success(address)
-    }
-
-    /// Whether `bytes[from ..< to]` equals `other`.
-    private static func equal(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, _ other: UnsafeBufferPointer<UInt8>
-    ) -> Bool {
-        guard to - from == other.count else { return false }
-        for offset in 0..<other.count where bytes[from + offset] != other[offset] {
-            return false
-        }
-        return true
     }
 }
