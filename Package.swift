@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "AccessoryModel", targets: ["AccessoryModel"]),
+        .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .library(name: "AccessoryWire", targets: ["AccessoryWire"]),
         .library(name: "CAccessoryWire", targets: ["CAccessoryWire"]),
         .library(name: "MQTTClient", targets: ["MQTTClient"]),
@@ -27,6 +28,13 @@ let package = Package(
     targets: [
         // Pure value types and state machines: AudioAccessoryKit's model and the routing engine.
         .target(name: "AccessoryModel"),
+
+        // Pure too: everything the bridge decides (ownership, sequences, routing, deadlines) as one state machine that
+        // returns actions.
+        .target(
+            name: "BridgeCore",
+            dependencies: ["AccessoryModel", .product(name: "HeapModule", package: "swift-collections")]
+        ),
 
         // The wire contract in Swift: generated messages, wire <-> model mapping, topics, payload formats.
         .target(
@@ -67,8 +75,7 @@ let package = Package(
         .target(
             name: "AccessoryBridge",
             dependencies: [
-                "AccessoryModel", "AccessoryWire", "MQTTClient",
-                .product(name: "HeapModule", package: "swift-collections"),
+                "AccessoryModel", "BridgeCore", "AccessoryWire", "MQTTClient",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -127,7 +134,10 @@ let package = Package(
         // Release-build throughput benchmark: decode -> model -> routing -> encode on one core.
         .executableTarget(
             name: "pipeline-benchmark",
-            dependencies: ["AccessoryModel", "AccessoryWire"],
+            dependencies: [
+                "AccessoryBridge", "AccessoryModel", "AccessoryWire", "MQTTClient",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
             path: "Benchmarks/PipelineBenchmark"
         ),
 

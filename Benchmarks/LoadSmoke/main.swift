@@ -60,14 +60,14 @@ mqtt.port = broker.port
 mqtt.maximumInflightMessages = 1000
 var logger = Logger(label: "load-smoke")
 logger.logLevel = .warning
-let client = try MQTTClient(configuration: mqtt, logger: logger) { message in
+let client = try MQTTClient(configuration: mqtt, logger: logger)
+try client.subscribe(Topic.Kind.result.filter(under: root), qos: .atLeastOnce)
+try client.start { message in
     guard let result = try? codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: .protobuf),
         let number = Int(result.requestID)
     else { return }
     tally.record(number, error: result.controlError)
 }
-try client.subscribe(Topic.Kind.result.filter(under: root), qos: .atLeastOnce)
-try client.start()
 try await client.waitUntilConnected()
 
 var sequences = [UInt64](repeating: 0, count: accessoryCount)
@@ -121,8 +121,7 @@ let (lost, duplicated, failed, firstFailure) = tally.summary(upTo: setupCount + 
 print("published \(messageCount) telemetry messages in \(String(format: "%.2f", (published - started).seconds)) s")
 print("results:  \(tally.received - setupCount) in \(String(format: "%.2f", seconds)) s = \(Int(Double(messageCount) / seconds)) messages/s end to end")
 print("lost:     \(lost)   duplicated: \(duplicated)   failed: \(failed)\(firstFailure.map { " (first: \($0))" } ?? "")")
-await client.disconnect()
-client.close()
+await client.close()
 exit(lost == 0 && failed == 0 ? 0 : 1)
 
 extension Duration {

@@ -1,221 +1,106 @@
-// Pushes encoded telemetry through the bridge's pure pipeline on one core and reports messages per second:
+// Pushes telemetry through the bridge's whole message path without a broker, on one core, and reports messages per
+// second: MessageProcessor (topic, payload format, decoding) → BridgeStateMachine (the accessory's model, routing)
+// → the state, result and commands encoded and handed to a publisher that only counts them.
 //
-//   topic parse → format detection → reading the telemetry (WireCodec.readTelemetry, as the bridge does) →
-//   AccessoryStateMachine →
-//   RoutingEngine → encode the retained AccessoryState, the RequestResult carrying it and every SwitchCommand
-//   (OutboundEncoder, as the bridge does for protobuf).
+// What users feel is end to end through a broker (`make bench-e2e`); this shows how small a part of it the bridge's
+// own work is.
 //
-// Usage: swift run -c release pipeline-benchmark [messages=2000000] [accessories=10000] [rounds=5] [--stages]
+// Usage: pipeline-benchmark [messages=1000000] [accessories=10000] [rounds=5]
 //
 // Each accessory is registered with both capabilities and has its own playing source (MEDIA), so placement reports
-// route, pause and resume: every stage of the pipeline does real work.
+// route, pause and resume: every stage of the path does real work.
 
+import AccessoryBridge
 import AccessoryModel
 import AccessoryWire
 import Foundation
+import Logging
+import MQTTClient
+import Metrics
+import Synchronization
 
-let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }  // `--stages` is not a number
-let messageCount = arguments.count > 0 ? arguments[0] : 2_000_000
+let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let messageCount = arguments.count > 0 ? arguments[0] : 1_000_000
 let accessoryCount = arguments.count > 1 ? arguments[1] : 10_000
 let rounds = arguments.count > 2 ? arguments[2] : 5
 
 let root = TopicRoot.default
-let hub = HubID("hub-1")!
 let codec = WireCodec()
-let start = Timestamp(unixMilliseconds: 1_763_790_000_000)
-
-struct Inbound {
-    var topic: String
-    var payload: [UInt8]
-}
-
-/// The stream: for each accessory in turn, a placement report (alternately on and off the head) and, every fourth
-/// visit, a sources report (the same sources, so the route stays).
-func makeStream(accessories: [AccessoryID], sources: [BluetoothAddress]) -> [Inbound] {
-    let visits = 8
-    var stream: [Inbound] = []
-    stream.reserveCapacity(accessories.count * visits)
-    for visit in 0..<visits {
-        for (index, accessory) in accessories.enumerated() {
-            let request: AccessoryRequest =
-                visit % 4 == 3
-                ? .sources(primary: sources[index].data, secondary: nil)
-                : .placement(visit % 2 == 0 ? .onHead : .offHead)
-            let telemetry = Audioaccessory_V1_AccessoryTelemetry(request, requestID: "r\(visit)")
-            stream.append(
-                Inbound(
-                    topic: Topic.telemetry(hub: hub, accessory: accessory).name(under: root),
-                    payload: codec.encode(telemetry, as: .protobuf)))
-        }
-    }
-    return stream
-}
-
 let accessories = (0..<accessoryCount).map { AccessoryID("acc-\($0)")! }
 let sources = (0..<accessoryCount).map { BluetoothAddress(rawValue: 0x0200_0000_0000 + UInt64($0))! }
-let stream = makeStream(accessories: accessories, sources: sources)
 
-/// An accessory's state machine behind a reference, as the bridge keeps each in its own actor.
-final class Lane {
-    var machine: AccessoryStateMachine
-    /// Where the routing engine keeps the accessory, as the bridge's lanes remember it.
-    var routingSlot: Int?
-    init(_ machine: AccessoryStateMachine) { self.machine = machine }
-}
-
-/// Every accessory paired, registered with both capabilities and connected to its own source.
-func makeLanes() -> [AccessoryID: Lane] {
-    var lanes: [AccessoryID: Lane] = [:]
-    for (index, accessory) in accessories.enumerated() {
-        var machine = AccessoryStateMachine(id: accessory)
-        _ = try! machine.apply(.paired(name: "Bench", model: "B", hardwareCapabilities: .all), from: hub, at: start)
-        _ = try! machine.apply(.register(.all), from: hub, at: start)
-        _ = try! machine.apply(.sources(primary: sources[index].data, secondary: nil), from: hub, at: start)
-        lanes[accessory] = Lane(machine)
+/// Counts what the bridge publishes.
+final class CountingPublisher: MessagePublisher {
+    let messages = Atomic(0)
+    let bytes = Atomic(0)
+    func send(_ message: MQTTMessage) throws(MQTTError) {
+        messages.add(1, ordering: .relaxed)
+        bytes.add(message.payload.count, ordering: .relaxed)
     }
-    return lanes
 }
 
-/// A routing engine in which every source plays media.
-func makeRouting() -> RoutingEngine {
-    var routing = RoutingEngine(instanceID: "bench")
-    for source in sources {
-        _ = routing.sourceReported(SourceReport(activity: .media), from: source, at: start)
+func telemetry(_ request: AccessoryRequest, _ index: Int, sequence: UInt64) -> MQTTMessage {
+    let message = Audioaccessory_V1_AccessoryTelemetry(request, sequence: sequence, requestID: "r\(sequence)")
+    return MQTTMessage(
+        topic: Topic.telemetry(hub: HubID("hub-1")!, accessory: accessories[index]).name(under: root),
+        payload: codec.encode(message, as: .protobuf))
+}
+
+/// Placement reports for each accessory in turn, alternately on and off the head, numbered after the set-up.
+let stream: [MQTTMessage] = (0..<8).flatMap { visit in
+    (0..<accessoryCount).map { telemetry(.placement(visit % 2 == 0 ? .onHead : .offHead), $0, sequence: UInt64(4 + visit)) }
+}
+
+func runRound() -> (seconds: Double, published: Int, bytes: Int) {
+    let publisher = CountingPublisher()
+    let time = Mutex(Timestamp(unixMilliseconds: 1_763_790_000_000))
+    var logger = Logger(label: "bench")
+    logger.logLevel = .critical
+    let processor = MessageProcessor(
+        configuration: BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "bench")), instanceID: "bench",
+        publisher: publisher, clock: WallClock { time.withLock { $0 } }, logger: logger,
+        metrics: NOOPMetricsHandler.instance)
+    for index in 0..<accessoryCount {
+        processor.handle(telemetry(.paired(name: "Bench", model: "B", hardwareCapabilities: .all), index, sequence: 1))
+        processor.handle(telemetry(.register(.all), index, sequence: 2))
+        processor.handle(telemetry(.sources(primary: sources[index].data, secondary: nil), index, sequence: 3))
+        let state = Audioaccessory_V1_SourceState(SourceReport(activity: .media))
+        processor.handle(
+            MQTTMessage(
+                topic: Topic.sourceState(source: sources[index]).name(under: root),
+                payload: codec.encode(state, as: .protobuf)))
     }
-    return routing
-}
-
-/// One round: fresh state, setup untimed, then `messageCount` messages timed.
-func runRound() -> (seconds: Double, commands: Int, bytes: Int) {
-    let lanes = makeLanes()
-    var routing = makeRouting()
-
-    var commands = 0
-    var bytes = 0
+    let before = (publisher.messages.load(ordering: .relaxed), publisher.bytes.load(ordering: .relaxed))
     let clock = ContinuousClock()
     let began = clock.now
     for index in 0..<messageCount {
-        let inbound = stream[index % stream.count]
-        let now = Timestamp(unixMilliseconds: start.unixMilliseconds + Int64(index / 1000))
-        guard case .telemetry(let from, let accessory) = try! Topic(parsing: inbound.topic, under: root) else {
-            fatalError("not telemetry")
+        // Past the first pass the sequences repeat: duplicates, answered without a change. Keep them above.
+        if index > 0, index % stream.count == 0 {
+            time.withLock { $0 = $0.advanced(byMilliseconds: 60_000) }
         }
-        let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
-        let telemetry = try! codec.readTelemetry(from: inbound.payload, format: format, for: accessory)
-        let request = try! telemetry.request.get()
-        let lane = lanes[accessory]!
-        let updated = try! lane.machine.apply(request, sequence: telemetry.sequence, from: from, at: now)
-        let output = routing.accessoryChanged(RoutingAccessory(updated), at: now, slotHint: lane.routingSlot)
-        lane.routingSlot = output.accessorySlot
-
-        let state = OutboundEncoder.encodeState(updated, routedSource: output.routedSource)
-        let result = OutboundEncoder.encodeResult(
-            requestID: telemetry.requestID, sequence: telemetry.sequence, error: nil, state: state)
-        bytes += state.count + result.count
-        for command in output.commands {
-            bytes += OutboundEncoder.encodeCommand(command).count
-        }
-        commands += output.commands.count
+        processor.handle(stream[index % stream.count])
     }
-    return (began.duration(to: clock.now).seconds, commands, bytes)
+    let seconds = began.duration(to: clock.now).seconds
+    return (
+        seconds, publisher.messages.load(ordering: .relaxed) - before.0,
+        publisher.bytes.load(ordering: .relaxed) - before.1
+    )
 }
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
-/// Times each stage alone over the same stream, to show where the time goes.
-func runStages() {
-    let clock = ContinuousClock()
-    let n = min(messageCount, stream.count)
-    func time(_ name: String, _ body: () -> Int) {
-        let began = clock.now
-        let sink = body()
-        let ns = began.duration(to: clock.now).seconds * 1e9 / Double(n)
-        print(name.padding(toLength: 42, withPad: " ", startingAt: 0) + String(format: "%6.0f ns/message", ns), sink == -1 ? "" : "")
-    }
-    var parsed: [AccessoryID] = []
-    time("topic parse") {
-        parsed = stream.prefix(n).map { inbound in
-            guard case .telemetry(_, let accessory) = try! Topic(parsing: inbound.topic, under: root) else { fatalError() }
-            return accessory
-        }
-        return parsed.count
-    }
-    var requests: [AccessoryRequest] = []
-    time("format detection + read telemetry") {
-        requests = zip(stream.prefix(n), parsed).map { inbound, accessory in
-            let format = try! PayloadFormat.detect(contentType: nil, payload: inbound.payload)
-            return try! codec.readTelemetry(from: inbound.payload, format: format, for: accessory).request.get()
-        }
-        return requests.count
-    }
-    time("for comparison: swift-protobuf's") {
-        zip(stream.prefix(n), parsed).reduce(0) { total, pair in
-            let telemetry = try! codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: pair.0.payload, format: .protobuf)
-            return total + (try! telemetry.request(for: pair.1)).name.utf8.count
-        }
-    }
-    let lanes = makeLanes()
-    var updated: [Accessory] = []
-    var applied: [Lane] = []
-    updated.reserveCapacity(n)
-    applied.reserveCapacity(n)
-    time("AccessoryStateMachine.apply") {
-        for (request, accessory) in zip(requests, parsed) {
-            let lane = lanes[accessory]!
-            updated.append(try! lane.machine.apply(request, from: hub, at: start))
-            applied.append(lane)
-        }
-        return updated.count
-    }
-    var routing = makeRouting()
-    var outputs: [RoutingOutput] = []
-    time("RoutingEngine.accessoryChanged") {
-        outputs = zip(updated, applied).map { accessory, lane in
-            let output = routing.accessoryChanged(RoutingAccessory(accessory), at: start, slotHint: lane.routingSlot)
-            lane.routingSlot = output.accessorySlot
-            return output
-        }
-        return outputs.count
-    }
-    var states: [[UInt8]] = []
-    time("encode AccessoryState (OutboundEncoder)") {
-        states = zip(updated, outputs).map { OutboundEncoder.encodeState($0, routedSource: $1.routedSource) }
-        return states.count
-    }
-    time("encode RequestResult with the state") {
-        states.reduce(0) { $0 + OutboundEncoder.encodeResult(requestID: "r1", sequence: 0, error: nil, state: $1).count }
-    }
-    time("for comparison: swift-protobuf's own") {
-        zip(updated, outputs).reduce(0) {
-            $0 + codec.encode(Audioaccessory_V1_AccessoryState($1.0, routedSource: $1.1.routedSource),
-                as: .protobuf).count
-        }
-    }
-    time("encode SwitchCommands") {
-        outputs.reduce(0) { total, output in
-            total + output.commands.reduce(0) { $0 + OutboundEncoder.encodeCommand($1).count }
-        }
-    }
-}
-
-if CommandLine.arguments.contains("--stages") {
-    print("pipeline-benchmark --stages: \(min(messageCount, stream.count)) messages, each stage alone")
-    runStages()
-    exit(0)
-}
-
 print("pipeline-benchmark: \(messageCount) telemetry messages, \(accessoryCount) accessories, \(rounds) rounds, 1 thread")
 var rates: [Double] = []
 for round in 1...rounds {
-    let (seconds, commands, bytes) = runRound()
+    let (seconds, published, bytes) = runRound()
     let rate = Double(messageCount) / seconds
     rates.append(rate)
     print(
         String(
-            format: "round %d: %.3f s, %.0f messages/s, %.0f ns/message, %d commands, %.1f MB encoded",
-            round, seconds, rate, 1e9 / rate, commands, Double(bytes) / 1e6))
+            format: "round %d: %.3f s, %.0f messages/s, %.0f ns/message, %d published, %.1f MB",
+            round, seconds, rate, 1e9 / rate, published, Double(bytes) / 1e6))
 }
 rates.sort()
 print(String(format: "median: %.0f messages/s (best %.0f)", rates[rates.count / 2], rates.last!))

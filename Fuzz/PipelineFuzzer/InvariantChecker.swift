@@ -134,8 +134,13 @@ final class InvariantChecker: MessagePublisher {
                 check(result.hasState, "a success without the accessory's state", state, message)
             case .accessoryNotCapable, .invalidRequest, .invalidated, .unknown:
                 check(!result.message.isEmpty, "an error without a message", state, message)
+            case .unspecified where result.duplicate:
+                check(!result.message.isEmpty, "a duplicate whose outcome is gone, without a message", state, message)
             case .unspecified, .UNRECOGNIZED:
                 check(false, "result error \(result.error)", state, message)
+            }
+            if result.duplicate {
+                check(result.hasState, "a duplicate without the accessory's state", state, message)
             }
             if result.hasState {
                 check(result.state.accessoryID == accessory.rawValue, "a result with another accessory's state", state,
@@ -193,6 +198,9 @@ final class InvariantChecker: MessagePublisher {
             let last = state.commandSequences.updateValue(command.sequence, forKey: source) ?? 0
             check(command.sequence > last, "command sequence \(command.sequence) after \(last)", state, message)
             state.previousCommand = (source, command)
+
+        case .responses:
+            check(false, "a response on a topic no request named", state, message)
 
         case .telemetry, .hubStatus, .sourceState, .bridgeStatus:
             check(false, "published on a topic the bridge only reads, or the service's own", state, message)

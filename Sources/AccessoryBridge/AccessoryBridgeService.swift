@@ -4,19 +4,19 @@ import CoreMetrics
 import Logging
 import MQTTClient
 import ServiceLifecycle
-import Synchronization
 
-/// The bridge as a `Service`: connects to the broker, subscribes to telemetry, hub statuses and source states,
-/// handles each message as it arrives, runs the one timer loop, and announces itself with a retained BridgeStatus
-/// (online on every connection; offline by its will and on graceful shutdown).
+/// The bridge as a `Service`: connects to the broker, subscribes to telemetry, hub statuses and source states, and
+/// hands every message, connection change and deadline to its ``MessageProcessor`` on the client's network thread,
+/// which owns all of the bridge's state. It announces itself with a retained BridgeStatus (online on every
+/// connection; offline by its will and on graceful shutdown).
 public final class AccessoryBridgeService: Service {
     private let configuration: BridgeConfiguration
     private let clock: WallClock
     private let logger: Logger
     private let processor: MessageProcessor
     private let client: MQTTClient
-    private let startedAt: Timestamp
     private let instanceID: String
+    private let offlineStatus: @Sendable () -> MQTTMessage
 
     /// Creates the bridge; it connects when run.
     ///
@@ -32,13 +32,7 @@ public final class AccessoryBridgeService: Service {
         self.clock = clock
         self.logger = logger
         self.instanceID = instanceID
-        startedAt = clock.now
-        let publisher = LateBoundPublisher()
-        let processor = MessageProcessor(
-            configuration: configuration, instanceID: instanceID, publisher: publisher, clock: clock, logger: logger,
-            metrics: metrics)
-        self.processor = processor
-        let outbox = processor.outboxForStatus
+        let startedAt = clock.now
         var mqtt = configuration.mqtt
         // A persistent session: telemetry that arrives while the bridge is away waits for it.
         mqtt.cleanStart = false
@@ -53,29 +47,14 @@ public final class AccessoryBridgeService: Service {
         // first. The broker's receive maximum also caps the window (deploy/ sets it wide).
         mqtt.maximumInflightMessages = 8_192
         mqtt.sessionExpiry = configuration.sessionExpiry
-        mqtt.will = outbox.bridgeStatus(online: false, version: configuration.version, since: startedAt)
-        let online = outbox.bridgeStatus(online: true, version: configuration.version, since: startedAt)
-        let logger = logger
-        client = try MQTTClient(
-            configuration: mqtt, logger: logger,
-            onMessage: { processor.handle($0) },
-            onEvent: { event in
-                switch event {
-                case .connected(let sessionPresent):
-                    logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
-                    outbox.publish(online)
-                case .connectionRefused(let error):
-                    logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
-                case .disconnected(let error?):
-                    logger.warning("lost the broker; reconnecting", metadata: ["error": "\(error)"])
-                case .disconnected(nil):
-                    logger.info("disconnected from the broker")
-                case .subscriptionRefused(let filter, let error):
-                    logger.error(
-                        "the broker refused a subscription", metadata: ["mqtt.filter": "\(filter)", "error": "\(error)"])
-                }
-            })
-        publisher.bind(to: client)
+        let statuses = BridgeStatuses(
+            root: configuration.topicRoot, format: configuration.payloadFormat, version: configuration.version)
+        mqtt.will = statuses.status(online: false, since: startedAt)
+        client = try MQTTClient(configuration: mqtt, logger: logger)
+        offlineStatus = { statuses.status(online: false, since: clock.now) }
+        processor = MessageProcessor(
+            configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,
+            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt))
     }
 
     public func run() async throws {
@@ -96,23 +75,16 @@ public final class AccessoryBridgeService: Service {
             try await cancelWhenGracefulShutdown { try await self.rebuild() }
         } catch is CancellationError {
             logger.info("shut down before start-up finished")
-            client.close()
+            await client.close()
             return
         }
-        try client.start()
-
-        let stopping = Atomic(false)
-        await withGracefulShutdownHandler {
-            await runTimers(until: stopping)
-        } onGracefulShutdown: {
-            stopping.store(true, ordering: .relaxed)
-        }
+        // From here on the client's network thread owns the processor.
+        try client.start(processor)
+        try? await gracefulShutdown()
 
         logger.info("shutting down")
-        processor.outboxForStatus.publish(
-            processor.outboxForStatus.bridgeStatus(online: false, version: configuration.version, since: clock.now))
-        await client.disconnect()
-        client.close()
+        _ = try? client.publish(offlineStatus())
+        await client.close()
     }
 
     /// Reads every retained accessory and source state through a short clean session, and rebuilds from them. Waits
@@ -133,13 +105,17 @@ public final class AccessoryBridgeService: Service {
         let marker = "\(root)/bridge/rebuild/\(instanceID)"
         // Collected on the network thread as they arrive (no hand-off per message: there may be 100,000).
         let collected = RetainedStates(marker: marker, sourcesPrefix: "\(root)/sources/")
-        let reader = try MQTTClient(configuration: mqtt, logger: logger) { collected.receive($0) }
-        defer { reader.close() }
+        let reader = try MQTTClient(configuration: mqtt, logger: logger)
         try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(marker, qos: .atLeastOnce)
-        try reader.start()
-        try await reader.waitUntilConnected()
+        try reader.start { collected.receive($0) }
+        do {
+            try await reader.waitUntilConnected()
+        } catch {
+            await reader.close()
+            throw error
+        }
         try reader.publish(MQTTMessage(topic: marker, payload: [], qos: .atLeastOnce))
 
         let timeout = configuration.rebuildTimeout
@@ -151,8 +127,8 @@ public final class AccessoryBridgeService: Service {
         defer { watchdog.cancel() }
         let (accessoryStates, sourceStates) = await collected.all()
         let read = clock.now
+        await reader.close()
         try Task.checkCancellation()
-        await reader.disconnect()
         let restored = processor.restore(accessoryStates: accessoryStates, sourceStates: sourceStates)
         logger.info(
             "rebuilt from the retained states",
@@ -167,17 +143,22 @@ public final class AccessoryBridgeService: Service {
     private static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
+}
 
-    /// The one clock: sleeps until the earliest deadline (at most the configured granularity) and ticks.
-    private func runTimers(until stopping: borrowing Atomic<Bool>) async {
-        while !stopping.load(ordering: .relaxed) && !Task.isCancelled {
-            let now = clock.now
-            var pause = configuration.timerGranularity
-            if let earliest = processor.scheduler.earliest {
-                pause = max(.zero, min(pause, earliest - now))
-            }
-            try? await Task.sleep(for: pause)
-            processor.tick()
+/// The bridge's retained BridgeStatus messages: online on every connection, offline by its will and on shutdown.
+struct BridgeStatuses: Sendable {
+    let root: TopicRoot
+    let format: PayloadFormat
+    let version: String
+
+    func status(online: Bool, since: Timestamp) -> MQTTMessage {
+        let status = Audioaccessory_V1_BridgeStatus.with {
+            $0.online = online
+            $0.version = version
+            $0.sinceUnixMs = since.unixMilliseconds
         }
+        return MQTTMessage(
+            topic: Topic.bridgeStatus.name(under: root), payload: WireCodec().encode(status, as: format),
+            qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
     }
 }

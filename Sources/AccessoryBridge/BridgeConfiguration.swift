@@ -17,7 +17,7 @@ public struct BridgeConfiguration: Sendable {
     /// The largest inbound payload accepted, in bytes.
     public var maximumPayloadSize: Int = 64 * 1024
     /// The bridge's version, in its BridgeStatus.
-    public var version: String = "0.1.0"
+    public var version: String = Release.version
     /// How long the broker keeps the bridge's session (its subscriptions and the telemetry that arrives meanwhile)
     /// while the bridge is away.
     public var sessionExpiry: Duration = .seconds(24 * 60 * 60)

@@ -17,8 +17,8 @@ struct BridgeMetrics: Sendable {
     let refusedResponseTopics: Counter
     /// Telemetry whose sequence was not above the last one processed.
     let duplicates: Counter
-    /// Gaps in a hub's sequences (each a rebirth request, at most one per accessory per interval).
-    let gaps: Counter
+    /// Rebirth requests sent: gaps in a hub's sequences (at most one request per accessory per interval).
+    let rebirthRequests: Counter
 
     enum Refusal: String, CaseIterable, Sendable {
         case topic, contentType = "content_type", tooLarge = "too_large", protobuf, json, value
@@ -44,10 +44,10 @@ struct BridgeMetrics: Sendable {
         publishFailures = Counter(label: "accessory_bridge_publish_failures_total", factory: factory)
         duplicates = Counter(label: "accessory_bridge_duplicates_total", factory: factory)
         refusedResponseTopics = Counter(label: "accessory_bridge_response_topics_refused_total", factory: factory)
-        gaps = Counter(label: "accessory_bridge_sequence_gaps_total", factory: factory)
+        rebirthRequests = Counter(label: "accessory_bridge_rebirth_requests_total", factory: factory)
     }
 
-    func result(_ code: AccessoryControlError.Code?) {
-        results[code?.rawValue ?? "none"]?.increment()
+    func result(_ result: RequestOutcome.Result) {
+        results[result.error?.code.rawValue ?? "none"]?.increment()
     }
 }

@@ -52,31 +52,31 @@ public final class AccessoryHub: Sendable {
         self.options = options
         self.logger = logger
         let token = String(UInt64.random(in: .min ... .max), radix: 16)
-        responseTopic = "\(options.topicRoot)/hubs/\(hubID)/responses/\(token)"
+        responseTopic = Topic.responses(hub: hubID, name: token).name(under: options.topicRoot)
         var mqtt = mqtt
         if options.announcesStatus {
             mqtt.will = Self.status(online: false, of: hubID, options: options)
         }
-        let box = HandlerBox()
-        client = try MQTTClient(
-            configuration: mqtt, logger: logger, onMessage: { box.hub?.receive($0) },
-            onEvent: { event in
-                if case .connected = event, options.announcesStatus {
-                    _ = try? box.hub?.client.publish(Self.status(online: true, of: hubID, options: options))
-                }
-            })
-        box.hub = self
+        client = try MQTTClient(configuration: mqtt, logger: logger)
     }
 
     deinit {
         // A hub dropped without stop() still lets go of its connection (the will then says offline).
-        client.close()
+        client.syncClose()
     }
 
     /// Connects, waits until the broker accepted the connection, and announces the hub online.
     public func start() async throws(MQTTError) {
         try client.subscribe(responseTopic, qos: .atLeastOnce)
-        try client.start()
+        let (hubID, options) = (hubID, options)
+        // Weak: the hub owns the client, which keeps its handler until it is closed.
+        try client.start(
+            onEvent: { [weak self] event in
+                if case .connected = event, options.announcesStatus {
+                    _ = try? self?.client.publish(Self.status(online: true, of: hubID, options: options))
+                }
+            },
+            onMessage: { [weak self] in self?.receive($0) })
         try await client.waitUntilConnected()
     }
 
@@ -85,8 +85,7 @@ public final class AccessoryHub: Sendable {
         if options.announcesStatus {
             _ = try? client.publish(Self.status(online: false, of: hubID, options: options))
         }
-        await client.disconnect()
-        client.close()
+        await client.close()
     }
 
     /// The hub's retained HubStatus.
@@ -232,19 +231,5 @@ extension AccessoryHub.Report {
         self.init(
             registration: try state.registration.registration(field: "registration"),
             configuration: try state.configuration.configuration(), state: state)
-    }
-}
-
-/// Lets the MQTT client's handlers reach the hub, which is created after the client. Weak: the hub owns the client,
-/// which owns the handlers.
-private final class HandlerBox: Sendable {
-    private struct Weak: Sendable {
-        weak var hub: AccessoryHub?
-    }
-
-    private let target = Mutex(Weak())
-    var hub: AccessoryHub? {
-        get { target.withLock { $0.hub } }
-        set { target.withLock { $0.hub = newValue } }
     }
 }

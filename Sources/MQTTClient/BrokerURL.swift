@@ -14,7 +14,7 @@ public struct BrokerURL: Hashable, Sendable, CustomStringConvertible {
     /// Reads `mqtt://host:port`, `mqtts://host:port`, `host:port` or `host`; IPv6 hosts go in brackets.
     public init(parsing text: String) throws(MQTTError) {
         func invalid(_ reason: String) -> MQTTError {
-            MQTTError(kind: .invalidArgument, code: 3, message: "broker '\(text)': \(reason)")
+            MQTTError.invalidArgument("broker '\(text)': \(reason)")
         }
         var rest = Substring(text)
         usesTLS = false

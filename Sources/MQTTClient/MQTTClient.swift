@@ -4,55 +4,34 @@ import Synchronization
 
 /// An MQTT 5 client over libmosquitto, with automatic reconnection.
 ///
-/// - Messages are delivered to `onMessage` on libmosquitto's network thread, already copied into Swift values. The
-///   handler must not block for long: every message of the connection waits behind it. (libmosquitto acknowledges a
-///   QoS 1 message before the handler runs.)
+/// - Everything the client calls — messages, connection changes, wake-ups — goes to one ``MQTTClientHandler``, given
+///   to ``start(_:)``, on libmosquitto's network thread, one call at a time: that thread can own the handler's state.
+///   Messages arrive already copied into Swift values. (libmosquitto acknowledges a QoS 1 message before the call.)
 /// - Subscriptions are remembered and sent again after every (re)connect.
 /// - After a lost connection the client reconnects by itself, waiting ``MQTTConfiguration/reconnectDelay`` and
 ///   doubling it up to ``MQTTConfiguration/maximumReconnectDelay``. It also retries when the broker is unreachable
-///   at ``start()``, refuses the connection, or its name does not resolve.
+///   at ``start(_:)``, refuses the connection, or its name does not resolve.
 /// - Every libmosquitto return code becomes an ``MQTTError``; connection changes are ``MQTTEvent``s, delivered in
 ///   order on the network thread.
 ///
-/// Call ``close()`` before the last reference goes away.
+/// Call ``close()`` (or, outside async code, ``syncClose()``) before the last reference goes away.
 public final class MQTTClient: Sendable {
     private let core: ClientCore
 
-    /// Creates the libmosquitto client and applies the configuration; does not connect (see ``start()``).
-    ///
-    /// - Parameters:
-    ///   - onMessage: Called on the network thread for each message of a subscription.
-    ///   - onEvent: Called on the network thread for each connection change.
-    public convenience init(
-        configuration: MQTTConfiguration,
-        logger: Logger,
-        onMessage: @escaping @Sendable (MQTTMessage) -> Void,
-        onEvent: @escaping @Sendable (MQTTEvent) -> Void = { _ in }
-    ) throws(MQTTError) {
-        try self.init(configuration: configuration, logger: logger, onMessage: onMessage, onEvent: onEvent, onClose: {})
-    }
-
-    init(
-        configuration: MQTTConfiguration,
-        logger: Logger,
-        onMessage: @escaping @Sendable (MQTTMessage) -> Void,
-        onEvent: @escaping @Sendable (MQTTEvent) -> Void,
-        onClose: @escaping @Sendable () -> Void
-    ) throws(MQTTError) {
-        core = try ClientCore(
-            configuration: configuration, logger: logger, onMessage: onMessage, onEvent: onEvent, onClose: onClose
-        )
+    /// Creates the libmosquitto client and applies the configuration; does not connect (see ``start(_:)``).
+    public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+        core = try ClientCore(configuration: configuration, logger: logger)
     }
 
     deinit {
         assert(core.state.withLock { $0.lifecycle == .closed }, "MQTTClient released without close()")
     }
 
-    /// Starts connecting (and reconnecting) in the background; returns at once. Use ``waitUntilConnected()`` or
-    /// the events to know when the connection is up.
+    /// Starts connecting (and reconnecting) in the background, calling `handler` on the network thread; returns at
+    /// once. Use ``waitUntilConnected()`` or the events to know when the connection is up.
     ///
     /// A client starts once: after ``disconnect()`` make a new one.
-    public func start() throws(MQTTError) {
+    public func start(_ handler: some MQTTClientHandler) throws(MQTTError) {
         let core = self.core
         try core.state.withLock { (state: inout ClientState) throws(MQTTError) in
             switch state.lifecycle {
@@ -67,6 +46,7 @@ public final class MQTTClient: Sendable {
             }
             state.lifecycle = .running
             state.loopExited = false
+            core.loop.handler = handler
             do throws(MQTTError) {
                 state.thread = try NetworkThread.start { core.runNetworkLoop() }
             } catch {
@@ -79,6 +59,14 @@ public final class MQTTClient: Sendable {
             "MQTT client started",
             metadata: ["mqtt.host": "\(core.configuration.host)", "mqtt.port": "\(core.configuration.port)"]
         )
+    }
+
+    /// ``start(_:)`` with a handler made of closures, each called on the network thread.
+    public func start(
+        onEvent: @escaping @Sendable (MQTTEvent) -> Void = { _ in },
+        onMessage: @escaping @Sendable (MQTTMessage) -> Void
+    ) throws(MQTTError) {
+        try start(ClosureHandler(onMessage: onMessage, onEvent: onEvent, onClose: {}))
     }
 
     /// Waits for the first successful connection after ``start()`` (retries continue meanwhile); throws when the
@@ -177,17 +165,23 @@ public final class MQTTClient: Sendable {
             }
         }
         let mid = try core.withHandle { pointer throws(MQTTError) -> Int32 in
-            var mid: Int32 = 0
-            let rc = message.payload.withUnsafeBytes { bytes in
-                mosquitto_publish_v5(
-                    pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos.rawValue,
-                    message.retain, list
-                )
+            // Under the state lock, so that the acknowledgement (on the network thread) cannot come before the id
+            // is recorded. libmosquitto only queues here: it never waits for the network thread.
+            try core.state.withLock { (state: inout ClientState) throws(MQTTError) -> Int32 in
+                var mid: Int32 = 0
+                let rc = message.payload.withUnsafeBytes { bytes in
+                    mosquitto_publish_v5(
+                        pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos.rawValue,
+                        message.retain, list
+                    )
+                }
+                // libmosquitto keeps a QoS > 0 message for the next connection, but still says MOSQ_ERR_NO_CONN.
+                guard
+                    rc == MosquittoLibrary.success || (rc == MosquittoLibrary.noConnection && message.qos != .atMostOnce)
+                else { throw MQTTError.library(rc) }
+                if queueing { state.unacknowledged.insert(mid) }
+                return mid
             }
-            // libmosquitto keeps a QoS > 0 message for the next connection, but still says MOSQ_ERR_NO_CONN.
-            guard rc == MosquittoLibrary.success || (rc == MosquittoLibrary.noConnection && message.qos != .atMostOnce)
-            else { throw MQTTError.library(rc) }
-            return mid
         }
         if queueing {
             core.state.withLock { state in
@@ -202,11 +196,20 @@ public final class MQTTClient: Sendable {
         core.state.withLock { $0.isConnected ? 0 : $0.queuedWhileDisconnected }
     }
 
-    /// Sends DISCONNECT (the broker does not publish the will) and stops reconnecting.
+    /// Waits (up to two seconds) until the broker has acknowledged every QoS > 0 message published so far, then sends
+    /// DISCONNECT (the broker does not publish the will) and stops reconnecting.
     ///
-    /// Returns when the network thread has ended, or after three seconds.
+    /// Returns when the network thread has ended, or after three more seconds. (Waiting first matters: libmosquitto
+    /// 2.0 treats an acknowledgement that arrives after its DISCONNECT was requested as a protocol error and drops
+    /// the connection without sending it, so the broker would publish the will.)
     public func disconnect() async {
         let core = self.core
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await core.waitUntilAcknowledged() }
+            group.addTask { try? await Task.sleep(for: .seconds(2)) }
+            await group.next()
+            group.cancelAll()
+        }
         let (waiters, running) = core.state.withLock { state in
             switch state.lifecycle {
             case .idle, .running:
@@ -228,12 +231,27 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Disconnects if needed and releases libmosquitto's resources. Idempotent.
+    /// Disconnects if needed and releases libmosquitto's resources, without blocking a thread. Idempotent.
+    public func close() async {
+        await disconnect()
+        // Waits for the network thread without blocking (a TCP connect in progress can take long), so that joining it
+        // below returns at once.
+        await core.waitForLoopExit()
+        closeJoiningTheNetworkThread()
+    }
+
+    /// ``close()`` for code that cannot await: disconnects if needed and releases libmosquitto's resources.
+    /// Idempotent.
     ///
     /// Blocks until the network thread has ended: at most a few seconds, or as long as a TCP connect in progress
-    /// takes. Called from `onMessage` or `onEvent` (on the network thread), it returns at once and the network
-    /// thread releases libmosquitto when its loop ends.
-    public func close() {
+    /// takes; from async code, use the async ``close()``. Called from the handler (on the network thread), it
+    /// returns at once and the network thread releases libmosquitto when its loop ends.
+    @available(*, noasync, message: "blocks until the network thread ends: use the async close()")
+    public func syncClose() {
+        closeJoiningTheNetworkThread()
+    }
+
+    private func closeJoiningTheNetworkThread() {
         let core = self.core
         let closing = core.state.withLock {
             state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], thread: NetworkThread?)? in
@@ -270,6 +288,22 @@ public final class MQTTClient: Sendable {
 }
 
 extension ClientCore {
+    /// Suspends until no QoS > 0 message awaits the broker's acknowledgement, or the connection is down (nothing can
+    /// be acknowledged then), or the task is cancelled.
+    func waitUntilAcknowledged() async {
+        let id = state.withLock { $0.drainWaiters.makeID() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { state in
+                    state.unacknowledged.isEmpty || !state.isConnected || !state.drainWaiters.add(id, continuation)
+                }
+                if done { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.drainWaiters.cancel(id) }?.resume()
+        }
+    }
+
     /// Suspends until the network loop has ended (or the task is cancelled).
     func waitForLoopExit() async {
         let id = state.withLock { $0.loopExitWaiters.makeID() }

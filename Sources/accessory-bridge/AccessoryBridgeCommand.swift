@@ -1,4 +1,5 @@
 import AccessoryBridge
+import AccessoryWire
 import ArgumentParser
 import Logging
 import ServiceLifecycle
@@ -17,7 +18,7 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
             --config-file or AUDIO_BRIDGE_CONFIG_FILE, as {"topic-root": "audio", ...}. A flag wins over the \
             environment, which wins over the file.
             """,
-        version: Settings.version)
+        version: Release.version)
 
     @OptionGroup var options: Settings.Options
 

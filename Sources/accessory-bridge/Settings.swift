@@ -10,7 +10,6 @@ import SystemPackage
 /// The bridge's settings: command-line options, then `AUDIO_BRIDGE_*` environment variables, then a JSON config file,
 /// then defaults.
 enum Settings {
-    static let version = "0.1.0"
 
     /// The options; each is optional here so the environment and the file can supply it.
     struct Options: ParsableArguments {
@@ -135,7 +134,6 @@ enum Settings {
         }
 
         var bridge = BridgeConfiguration(mqtt: mqtt)
-        bridge.version = version
         let rootText = config.string(forKey: ConfigKey(["topic-root"]), default: "audio")
         guard let root = TopicRoot(rootText) else {
             throw Invalid(description: "topic-root '\(rootText)' must be \(TopicRoot.grammar)")

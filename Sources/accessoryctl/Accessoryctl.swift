@@ -1,3 +1,4 @@
+import AccessoryWire
 import ArgumentParser
 
 /// `accessoryctl`: drive the bridge by hand — act as a hub (pair, register, place, …), as a playing device
@@ -11,7 +12,7 @@ struct Accessoryctl: AsyncParsableCommand {
             Hub commands send one AccessoryTelemetry and print the bridge's answer, or the AudioAccessoryKit error \
             and its reason (exit status 1). Bluetooth addresses are written 12:34:56:78:9A:BC.
             """,
-        version: "0.1.0",
+        version: Release.version,
         subcommands: [
             Pair.self, Unpair.self, Register.self, Place.self, Sources.self, Update.self, State.self, Source.self,
             Watch.self,

@@ -17,8 +17,10 @@ enum Describe {
                 return command(try codec.decode(Audioaccessory_V1_SwitchCommand.self, from: message.payload, format: format), source: source)
             case .result(let hub, let accessory):
                 let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
-                return "result  \(hub)/\(accessory) \(result.requestID.isEmpty ? "-" : result.requestID) seq \(result.sequence): "
-                    + (result.controlError.map { "\($0)" } ?? "ok")
+                return "result  \(hub)/\(accessory) \(Self.result(result))"
+            case .responses(let hub, _):
+                let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
+                return "result  \(hub) \(Self.result(result))"
             case .accessoryState:
                 return state(try codec.decode(Audioaccessory_V1_AccessoryState.self, from: message.payload, format: format))
             case .rebirth(let hub):
@@ -42,6 +44,12 @@ enum Describe {
         } catch {
             return "\(message.topic): unreadable (\(error))"
         }
+    }
+
+    static func result(_ result: Audioaccessory_V1_RequestResult) -> String {
+        let outcome = result.controlError.map { "\($0)" } ?? (result.error == .unspecified ? result.message : "ok")
+        return "\(result.requestID.isEmpty ? "-" : result.requestID) seq \(result.sequence): "
+            + (result.duplicate ? "duplicate, " : "") + outcome
     }
 
     static func command(_ command: Audioaccessory_V1_SwitchCommand, source: BluetoothAddress) -> String {

@@ -9,21 +9,18 @@ func observe(
     _ connection: ConnectionOptions, role: String, filters: [String], before: (MQTTClient) throws -> Void = { _ in },
     _ body: (MQTTMessage) -> Bool
 ) async throws {
-    let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self)
     let client = try MQTTClient(
-        configuration: try connection.mqtt(clientID: ConnectionOptions.clientID(role)), logger: ConnectionOptions.logger,
-        onMessage: { continuation.yield($0) })
+        configuration: try connection.mqtt(clientID: ConnectionOptions.clientID(role)), logger: ConnectionOptions.logger)
     for filter in filters {
         try client.subscribe(filter, qos: .atLeastOnce)
     }
-    try client.start()
+    let stream = try client.startStreaming()
     try await client.waitUntilConnected()
     try before(client)
     for await message in stream where !body(message) {
         break
     }
-    await client.disconnect()
-    client.close()
+    await client.close()
 }
 
 struct State: AsyncParsableCommand {

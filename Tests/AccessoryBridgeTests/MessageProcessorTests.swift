@@ -148,7 +148,11 @@ import Testing
         #expect(result.error == .accessoryNotCapable)
         #expect(result.message.contains("cannot register [.placement]"))
         #expect(result.state.registration == .paired, "the state is current(for:), unchanged")
-        #expect(try states(published).isEmpty, "a failed request changes and republishes nothing")
+        // A failure consumes its sequence: the state is published with it and the outcome, so that a retry after a
+        // restart still gets this answer.
+        let state = try #require(try states(published).first)
+        #expect(state.registration == .paired && state.lastSequence == 2)
+        #expect(state.lastError == .accessoryNotCapable && state.lastErrorMessage == result.message)
         #expect(try metrics.expectCounter("accessory_bridge_results_total", [("error", "accessoryNotCapable")]).totalValue == 1)
     }
 
@@ -240,19 +244,25 @@ import Testing
             properties: MQTTProperties(responseTopic: "audio/hubs/hub-1/responses/x", correlationData: [7]))
         let again = recorder.take()
         #expect(again.map(\.topic) == ["audio/hubs/hub-1/accessories/headphones/result", "audio/hubs/hub-1/responses/x"])
-        #expect(again[0].payload == firstResult.payload, "the very same bytes")
         #expect(again[1].properties.correlationData == [7])
         #expect(try commands(again).isEmpty && (try states(again)).isEmpty)
         #expect(try metrics.expectCounter("accessory_bridge_duplicates_total").totalValue == 1)
+        // Its original outcome, marked as a repeat, with this message's request id and the current state.
+        let repeated = try #require(try results(again).first)
+        var original = try codec.decode(Audioaccessory_V1_RequestResult.self, from: firstResult.payload, format: .protobuf)
+        original.requestID = "again"
+        original.duplicate = true
+        #expect(repeated == original)
 
-        // A message that arrives after a later one (out of order: 6 after 9) was never processed, so no result is
-        // kept for it: an error says why nothing happened.
+        // A message that arrives after a later one (out of order: 6 after 9) repeats a sequence processed before;
+        // its outcome is no longer kept, and the answer says so.
         telemetry(.placement(.inEar), sequence: 9)
         _ = recorder.take()
         telemetry(.placement(.offHead), sequence: 6)
         let late = try #require(try results(recorder.take()).first)
-        #expect(late.error == .invalidRequest)
-        #expect(late.message.contains("sequence 6 is not above 9, the last one processed"))
+        #expect(late.duplicate)
+        #expect(late.error == .unspecified)
+        #expect(late.message.contains("sequence 6 was processed before (the last one processed is 9)"))
         #expect(late.state.configuration.devicePlacement == .inEar, "nothing changed")
     }
 
@@ -264,7 +274,7 @@ import Testing
         telemetry(.placement(.onHead), sequence: 6)
         let published = recorder.take()
         #expect(!published.contains { $0.topic.hasSuffix("/rebirth") }, "5 was processed: no gap")
-        #expect(try metrics.expectCounter("accessory_bridge_sequence_gaps_total").totalValue == 0)
+        #expect(try metrics.expectCounter("accessory_bridge_rebirth_requests_total").totalValue == 0)
     }
 
     @Test func aGapIsAppliedCountedAndAsksTheHubForEverythingAgain() throws {
@@ -279,13 +289,13 @@ import Testing
         #expect(request.receivedSequence == 7)
         #expect(request.reason.contains("3 messages missing"))
 
-        // Another gap soon after: counted, but the hub is not asked twice within the interval.
+        // Another gap soon after: the hub is not asked twice within the interval.
         telemetry(.placement(.offHead), sequence: 9)
         #expect(!recorder.take().contains { $0.topic.hasSuffix("/rebirth") })
         clock.advance(.seconds(11))
         telemetry(.placement(.onHead), sequence: 11)
         #expect(recorder.take().contains { $0.topic.hasSuffix("/rebirth") })
-        #expect(try metrics.expectCounter("accessory_bridge_sequence_gaps_total").totalValue == 3)
+        #expect(try metrics.expectCounter("accessory_bridge_rebirth_requests_total").totalValue == 2)
     }
 
     @Test func aPairingIsABirthThatRestartsTheCount() throws {
@@ -306,8 +316,9 @@ import Testing
         telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: .max)
         telemetry(.unpaired, sequence: 1)
         let results = try results(recorder.take())
-        #expect(results.map(\.error) == [.none, .invalidRequest])
-        #expect(results.last?.message.contains("is not above 18446744073709551615") == true)
+        #expect(results.map(\.error) == [.none, .unspecified])
+        #expect(results.last?.duplicate == true)
+        #expect(results.last?.message.contains("the last one processed is 18446744073709551615") == true)
         telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1)
         #expect(try self.results(recorder.take()).first?.error == Audioaccessory_V1_ErrorCode.none, "a birth starts over")
     }
@@ -337,7 +348,8 @@ import Testing
         restarted.handle(MQTTMessage(
             topic: "audio/hubs/hub-1/accessories/headphones/telemetry",
             payload: codec.encode(Audioaccessory_V1_AccessoryTelemetry(.placement(.onHead), sequence: 4), as: .protobuf)))
-        #expect(try results(recorder.take()).first?.message.contains("not above 4") == true)
+        let repeated = try #require(try results(recorder.take()).first)
+        #expect(repeated.duplicate && repeated.error == Audioaccessory_V1_ErrorCode.none, "its original outcome")
 
         // Routing continues: the route was restored, so taking them off pauses the phone.
         restarted.handle(MQTTMessage(
@@ -380,7 +392,7 @@ import Testing
         telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all))
         telemetry(.register(.all))
         _ = recorder.take()
-        #expect(processor.scheduler.earliest == clock.time.withLock { $0 } + .seconds(30))
+        #expect(processor.timeUntilWake() == .seconds(30))
         clock.advance(.seconds(29))
         processor.tick()
         #expect(recorder.take().isEmpty)
@@ -388,7 +400,7 @@ import Testing
         processor.tick()
         let state = try #require(try states(recorder.take()).last)
         #expect(state.diagnostics.count == 2)
-        #expect(processor.scheduler.earliest == nil)
+        #expect(processor.timeUntilWake() == nil)
     }
 
     @Test func aSourceBecomingActiveIsRoutedAndTheStateRepublished() throws {

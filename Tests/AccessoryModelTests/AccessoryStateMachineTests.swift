@@ -61,7 +61,7 @@ import Testing
             error: .invalidRequest, reasonMentions: "accessory headphones is not paired"),
         ErrorCase(
             name: "unpairing from another hub", given: [(pair, F.hubA)], request: .unpaired, hub: F.hubB,
-            error: .invalidRequest, reasonMentions: "paired with hub hub-a, not hub-b"),
+            error: .invalidRequest, reasonMentions: "belongs to another hub: hub hub-b may change only the accessories it paired"),
         // register(capabilities)
         ErrorCase(
             name: "registering an accessory never paired", given: [], request: registerAll,
@@ -71,10 +71,18 @@ import Testing
             error: .invalidRequest, reasonMentions: "was unpaired; pair it again"),
         ErrorCase(
             name: "registering from a hub it is not paired with", given: [(pair, F.hubA)], request: registerAll,
-            hub: F.hubB, error: .invalidRequest, reasonMentions: "paired with hub hub-a, not hub-b"),
+            hub: F.hubB, error: .invalidRequest, reasonMentions: "belongs to another hub: hub hub-b may change only the accessories it paired"),
         ErrorCase(
-            name: "registering from the old hub after pairing moved", given: [(pair, F.hubA), (pair, F.hubB)],
-            request: registerAll, error: .invalidRequest, reasonMentions: "paired with hub hub-b, not hub-a"),
+            name: "registering from the old hub after pairing moved",
+            given: [(pair, F.hubA), (.unpaired, F.hubA), (pair, F.hubB)], request: registerAll,
+            error: .invalidRequest, reasonMentions: "belongs to another hub: hub hub-a may change only"),
+        ErrorCase(
+            name: "pairing from another hub while it is paired", given: [(pair, F.hubA)], request: pair, hub: F.hubB,
+            error: .invalidRequest, reasonMentions: "unpair it from its hub first, or choose another id"),
+        ErrorCase(
+            name: "registering from another hub after its hub unpaired it",
+            given: [(pair, F.hubA), (.unpaired, F.hubA)], request: registerAll, hub: F.hubB,
+            error: .invalidRequest, reasonMentions: "accessory headphones is not paired"),
         ErrorCase(
             name: "registering no capability", given: [(pair, F.hubA)], request: .register([]),
             error: .invalidRequest, reasonMentions: "at least one capability"),
@@ -102,7 +110,7 @@ import Testing
             request: update(), error: .invalidated, reasonMentions: "was unpaired, which ended its registration"),
         ErrorCase(
             name: "updating from another hub", given: [(pair, F.hubA), (registerAll, F.hubA)], request: update(),
-            hub: F.hubB, error: .invalidRequest, reasonMentions: "paired with hub hub-a, not hub-b"),
+            hub: F.hubB, error: .invalidRequest, reasonMentions: "belongs to another hub: hub hub-b may change only the accessories it paired"),
         ErrorCase(
             name: "updating with capabilities other than the registered ones",
             given: [(pair, F.hubA), (registerAll, F.hubA)], request: update(.audioSwitching),
@@ -140,7 +148,7 @@ import Testing
             error: .accessoryNotCapable, reasonMentions: "placement .inEar needs the .placement capability"),
         ErrorCase(
             name: "reporting a placement after invalidation",
-            given: [(pair, F.hubA), (registerAll, F.hubA), (pair, F.hubB)], request: .placement(.inEar), hub: F.hubB,
+            given: [(pair, F.hubA), (registerAll, F.hubA), (pair, F.hubA)], request: .placement(.inEar),
             error: .invalidated, reasonMentions: "invalidated when it was paired again"),
         ErrorCase(
             name: "reporting sources of the wrong length", given: [(pair, F.hubA), (registerAll, F.hubA)],
@@ -152,7 +160,7 @@ import Testing
         ErrorCase(
             name: "reporting sources from another hub", given: [(pair, F.hubA), (registerAll, F.hubA)],
             request: .sources(primary: F.phone.data, secondary: nil), hub: F.hubB, error: .invalidRequest,
-            reasonMentions: "paired with hub hub-a, not hub-b"),
+            reasonMentions: "belongs to another hub: hub hub-b may change only the accessories it paired"),
         ErrorCase(
             name: "reporting sources after unpairing", given: [(pair, F.hubA), (registerAll, F.hubA), (.unpaired, F.hubA)],
             request: .sources(primary: F.phone.data, secondary: nil), error: .invalidated,
@@ -251,16 +259,16 @@ import Testing
             (Self.update(placement: .onHead, primary: F.phone.data, secondary: F.laptop.data), F.hubA),
         ])
         let rePaired = try machine.apply(
-            .paired(name: "Renamed", model: "SP-3", hardwareCapabilities: .all), from: F.hubB, at: F.at(10))
+            .paired(name: "Renamed", model: "SP-3", hardwareCapabilities: .all), from: F.hubA, at: F.at(10))
         #expect(rePaired.registration == .invalidated)
-        #expect(rePaired.hub == F.hubB)
+        #expect(rePaired.hub == F.hubA)
         #expect(rePaired.name == "Renamed")
 
         // Pairing again while invalidated keeps it invalidated.
-        #expect(try machine.apply(Self.pair, from: F.hubB, at: F.at(11)).registration == .invalidated)
+        #expect(try machine.apply(Self.pair, from: F.hubA, at: F.at(11)).registration == .invalidated)
 
         // Registering again without .placement: sources kept, placement cleared.
-        let registered = try machine.apply(Self.registerSwitching, from: F.hubB, at: F.at(12))
+        let registered = try machine.apply(Self.registerSwitching, from: F.hubA, at: F.at(12))
         #expect(registered.registration == .registered)
         #expect(registered.configuration.deviceCapabilities == .audioSwitching)
         #expect(registered.configuration.devicePlacement == nil)
@@ -277,9 +285,9 @@ import Testing
 
     @Test func pairingAgainBeforeRegisteringStaysPaired() throws {
         var machine = try Self.machine(after: [(Self.pair, F.hubA)])
-        let again = try machine.apply(Self.pairSwitchingOnly, from: F.hubB, at: F.at(3))
+        let again = try machine.apply(Self.pairSwitchingOnly, from: F.hubA, at: F.at(3))
         #expect(again.registration == .paired)
-        #expect(again.hub == F.hubB)
+        #expect(again.hub == F.hubA)
         #expect(again.hardwareCapabilities == .audioSwitching)
     }
 
@@ -293,11 +301,14 @@ import Testing
         #expect(unpaired.configuration == .empty)
         #expect(unpaired.registeredAt == nil)
 
-        // Unpairing again is harmless, from any hub: there is nothing left to end.
-        #expect(try machine.apply(.unpaired, from: F.hubB, at: F.at(10)).registration == .unpaired)
+        // Unpairing again is harmless: there is nothing left to end. To another hub it is not paired at all.
+        #expect(try machine.apply(.unpaired, from: F.hubA, at: F.at(10)).registration == .unpaired)
+        #expect(throws: AccessoryControlError.self) { try machine.apply(.unpaired, from: F.hubB, at: F.at(10)) }
 
-        // Pairing again starts over.
-        #expect(try machine.apply(Self.pair, from: F.hubB, at: F.at(11)).registration == .paired)
+        // Pairing again starts over, from any hub: the accessory moves to it.
+        let moved = try machine.apply(Self.pair, from: F.hubB, at: F.at(11))
+        #expect(moved.registration == .paired)
+        #expect(moved.hub == F.hubB)
         #expect(try machine.apply(Self.registerAll, from: F.hubB, at: F.at(12)).configuration.audioSources == [])
     }
 

@@ -417,43 +417,6 @@ import Testing
         #expect(output.commands.map(\.id) == ["b-123456789abc-\(first)"])
     }
 
-    /// A slot hint only spares a lookup: a right one, a wrong one (another accessory's, out of range) and none give
-    /// the same outputs.
-    @Test(arguments: ["right", "other", "out of range", "none"])
-    func slotHintsNeverChangeTheOutcome(hint kind: String) {
-        func view(_ id: AccessoryID, _ placement: Placement, _ source: BluetoothAddress) -> RoutingAccessory {
-            RoutingAccessory(id: id, registration: .registered, capabilities: .all, placement: placement, sources: [source])
-        }
-        var reference = RoutingEngine(instanceID: "t")
-        var hinted = RoutingEngine(instanceID: "t")
-        var slots: [AccessoryID: Int] = [:]
-        for source in [phone, laptop] {
-            _ = reference.sourceReported(SourceReport(activity: .media), from: source, at: F.start)
-            _ = hinted.sourceReported(SourceReport(activity: .media), from: source, at: F.start)
-        }
-        let events = [
-            view(headphones, .onHead, phone), view(earbuds, .inEar, laptop), view(headphones, .offHead, phone),
-            view(earbuds, .offHead, laptop), view(headphones, .onHead, phone), view(earbuds, .inEar, laptop),
-        ]
-        for event in events {
-            let expected = reference.accessoryChanged(event, at: F.start)
-            let other = event.id == headphones ? earbuds : headphones
-            let hint: Int? =
-                switch kind {
-                case "right": slots[event.id]
-                case "other": slots[other]
-                case "out of range": 99
-                default: nil
-                }
-            let output = hinted.accessoryChanged(event, at: F.start, slotHint: hint)
-            #expect(output == expected)
-            slots[event.id] = output.accessorySlot
-        }
-        #expect(slots.count == 2 && Set(slots.values).count == 2)
-        #expect(hinted.routes == reference.routes)
-        #expect(hinted.routes == [phone: headphones, laptop: earbuds])
-    }
-
     // MARK: Rule 10: unique ids, per-source increasing sequences, the reason of the rule
 
     @Test func commandsAreNumberedPerSource() throws {

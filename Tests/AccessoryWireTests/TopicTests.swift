@@ -12,6 +12,8 @@ import Testing
         (.result(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/result"),
         (.hubStatus(hub: hub), "audio/hubs/hub-1/status"),
         (.rebirth(hub: hub), "audio/hubs/hub-1/rebirth"),
+        (.responses(hub: hub, name: "7f3a"), "audio/hubs/hub-1/responses/7f3a"),
+        (.responses(hub: hub, name: "app/session-2/x"), "audio/hubs/hub-1/responses/app/session-2/x"),
         (.accessoryState(accessory: accessory), "audio/accessories/Headphones_2/state"),
         (.sourceState(source: source), "audio/sources/123456789abc/state"),
         (.sourceCommands(source: source), "audio/sources/123456789abc/commands"),
@@ -33,7 +35,7 @@ import Testing
         let filters = Topic.Kind.allCases.map { $0.filter(under: .default) }
         #expect(filters == [
             "audio/hubs/+/accessories/+/telemetry", "audio/hubs/+/accessories/+/result", "audio/hubs/+/status",
-            "audio/hubs/+/rebirth", "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
+            "audio/hubs/+/rebirth", "audio/hubs/+/responses/#", "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
         ])
         for (topic, _) in Self.topics {
             #expect(Topic.Kind.allCases.contains(topic.kind))
@@ -59,7 +61,16 @@ import Testing
         ("audio/sources/12:34:56:78:9a:bc/commands", "source id '12:34:56:78:9a:bc' must be a Bluetooth address"),
         ("audio/sources/123456789ab/state", "source id '123456789ab'"),
         ("audio/bridge/state", "not a topic of the contract"),
+        ("audio/hubs/hub-1/responses", "not a topic of the contract"),
+        ("audio/hubs/hub-1/responses/", "a response topic's name must be neither empty nor hold a wildcard"),
+        ("audio/hubs/hub-1/responses/a/+/b", "a response topic's name must be neither empty"),
+        ("audio/hubs/hub-1/responses/#", "a response topic's name must be neither empty"),
+        ("audio/hubs/hub 1/responses/x", "hub id 'hub 1' must be"),
     ]
+
+    @Test func aHubsOwnFilters() {
+        #expect(Topic.Kind.responses.filter(under: .default, hub: Self.hub) == "audio/hubs/hub-1/responses/#")
+    }
 
     @Test(arguments: malformed)
     func explainsWhatIsWrong(_ name: String, _ reason: String) {

@@ -106,6 +106,7 @@ enum WireSamples {
         $0.error = .invalidated
         $0.message = "Registrierung ungültig: erneut registrieren"
         $0.state = accessoryState
+        $0.duplicate = true
     }
 
     /// A stale, registered `AccessoryState` with a configuration and two diagnostics.
@@ -130,6 +131,8 @@ enum WireSamples {
             "hub clock is 3 s ahead of the bridge",
             "secondary source without a primary — ignored",
         ]
+        $0.lastError = .accessoryNotCapable
+        $0.lastErrorMessage = "placement .onHead needs the .placement capability"
     }
 
     // MARK: Bridge <-> playing devices

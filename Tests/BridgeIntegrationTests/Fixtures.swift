@@ -86,14 +86,12 @@ final class Peer: Sendable {
         var logger = Logger(label: name)
         logger.logLevel = .warning
         let inbox = inbox
-        client = try MQTTClient(configuration: mqtt, logger: logger) { message in
-            inbox.messages.withLock { $0.append(message) }
-        }
+        client = try MQTTClient(configuration: mqtt, logger: logger)
         let readiness = "test/ready/\(name)/\(UUID().uuidString.prefix(8))"
         for filter in filters + [readiness] {
             try client.subscribe(filter, qos: .atLeastOnce)
         }
-        try client.start()
+        try client.start { message in inbox.messages.withLock { $0.append(message) } }
         try await client.waitUntilConnected()
         // The subscriptions are in place once a message of our own comes back through them.
         try client.publish(MQTTMessage(topic: readiness, payload: [1]))
@@ -101,13 +99,12 @@ final class Peer: Sendable {
     }
 
     func close() async {
-        await client.disconnect()
-        client.close()
+        await client.close()
     }
 
     deinit {
-        // A test that throws midway leaves its peers behind: close() is idempotent.
-        client.close()
+        // A test that throws midway leaves its peers behind: closing is idempotent.
+        client.syncClose()
     }
 
     /// Every message received so far on `topic`.

@@ -553,11 +553,9 @@ extension SecurityTests {
         let box = EventBox()
         var logger = Logger(label: "refused")
         logger.logLevel = .critical
-        let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: { _ in }) { event in
-            box.events.withLock { $0.append(event) }
-        }
-        defer { client.close() }
-        try client.start()
+        let client = try MQTTClient(configuration: mqtt, logger: logger)
+        defer { Task { await client.close() } }
+        try client.start(onEvent: { event in box.events.withLock { $0.append(event) } }, onMessage: { _ in })
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             for event in box.events.withLock({ $0 }) {
@@ -600,12 +598,10 @@ extension SecurityTests {
             logger.logLevel = .warning
             let inbox = Inbox()
             self.inbox = inbox
-            mqtt = try MQTTClient(configuration: configuration, logger: logger) { message in
-                inbox.messages.withLock { $0.append(message) }
-            }
+            mqtt = try MQTTClient(configuration: configuration, logger: logger)
             let offset = broker.logLength
             for filter in filters { try mqtt.subscribe(filter, qos: .atLeastOnce) }
-            try mqtt.start()
+            try mqtt.start { message in inbox.messages.withLock { $0.append(message) } }
             let client = mqtt
             try await SecurityTests.within(.seconds(10), "\(user) connecting") { try await client.waitUntilConnected() }
             for filter in filters {
@@ -615,12 +611,12 @@ extension SecurityTests {
         }
 
         deinit {
-            mqtt.close()
+            // A test that throws midway leaves its clients behind: closing is idempotent.
+            mqtt.syncClose()
         }
 
         func close() async {
-            await mqtt.disconnect()
-            mqtt.close()
+            await mqtt.close()
         }
 
         /// Returns once the broker has handled everything this client sent before. mosquitto handles a client's

@@ -91,6 +91,8 @@ static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state,
     state->stale = 1;
     state->n_diagnostics = 2;
     state->diagnostics = (char **)DIAGNOSTICS;
+    state->last_error = AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_ACCESSORY_NOT_CAPABLE;
+    state->last_error_message = "placement .onHead needs the .placement capability";
 }
 
 static size_t pack_telemetry(Audioaccessory__V1__AccessoryTelemetry *telemetry, uint8_t *out,
@@ -202,6 +204,7 @@ static size_t pack_request_result(uint8_t *out, size_t capacity) {
     result.error = AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_INVALIDATED;
     result.message = "Registrierung ung\xc3\xbcltig: erneut registrieren"; /* "ungültig" */
     result.state = &state;
+    result.duplicate = 1;
     PACK_CHECKED(audioaccessory__v1__request_result, &result);
 }
 

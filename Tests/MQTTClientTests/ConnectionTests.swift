@@ -18,7 +18,6 @@ struct ConnectionTests {
     func reconnectsAndResubscribesAfterBrokerRestart(_ outage: Outage) async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)
-        defer { client.client.close() }
         try await client.connect()
         try await client.subscribe("restart/#")
 
@@ -49,8 +48,7 @@ struct ConnectionTests {
         let broker = try await MosquittoBroker()
         broker.stop()
         let client = try TestClient(broker)
-        defer { client.client.close() }
-        try client.client.start()  // returns at once although nothing listens
+        try client.start()  // returns at once although nothing listens
         try await Task.sleep(for: .milliseconds(500))  // a few failed attempts
         #expect(!client.client.isConnected)
         #expect(client.inbox.events.isEmpty)
@@ -65,7 +63,6 @@ struct ConnectionTests {
     @Test func willOfAKilledMosquittoSubReachesTheClient() async throws {
         let broker = try await MosquittoBroker()
         let observer = try TestClient(broker)
-        defer { observer.client.close() }
         try await observer.connect()
         try await observer.subscribe("will/#")
 
@@ -82,7 +79,6 @@ struct ConnectionTests {
     @Test func brokerPublishesTheClientsWillWithItsPropertiesWhenTheConnectionIsTakenOver() async throws {
         let broker = try await MosquittoBroker()
         let observer = try TestClient(broker)
-        defer { observer.client.close() }
         try await observer.connect()
         try await observer.subscribe("will/#")
 
@@ -97,7 +93,6 @@ struct ConnectionTests {
             configuration.will = will
             configuration.reconnectDelay = .seconds(30)  // stay away while the test looks
         }
-        defer { client.client.close() }
         try await client.connect()
 
         // Another connection with the same client identifier makes the broker drop this one without a DISCONNECT
@@ -118,7 +113,6 @@ struct ConnectionTests {
     @Test func disconnectDoesNotPublishTheWill() async throws {
         let broker = try await MosquittoBroker()
         let observer = try TestClient(broker)
-        defer { observer.client.close() }
         try await observer.connect()
         try await observer.subscribe("will/#")
         try await observer.subscribe("marker")
@@ -126,7 +120,6 @@ struct ConnectionTests {
         let client = try TestClient(broker) { configuration in
             configuration.will = MQTTMessage(topic: "will/client", payload: Array("offline".utf8))
         }
-        defer { client.client.close() }
         try await client.connect()
         let offset = broker.logLength
         await client.client.disconnect()
@@ -149,8 +142,7 @@ struct ConnectionTests {
             configuration.username = "alice"
             configuration.password = "wrong"
         }
-        defer { intruder.client.close() }
-        try intruder.client.start()
+        try intruder.start()
         // Refused, and tried again (libmosquitto's own threaded loop would give up after the first refusal).
         let refusals = try await intruder.inbox.waitForEvents(count: 2) { $0.refusal != nil }
         for refusal in refusals.compactMap(\.refusal) {
@@ -163,15 +155,13 @@ struct ConnectionTests {
         #expect(!intruder.inbox.events.contains { $0.isConnected })
 
         let anonymous = try TestClient(broker)
-        defer { anonymous.client.close() }
-        try anonymous.client.start()
+        try anonymous.start()
         try await anonymous.inbox.waitForEvents { $0.refusal != nil }
 
         let alice = try TestClient(broker) { configuration in
             configuration.username = "alice"
             configuration.password = "secret"
         }
-        defer { alice.client.close() }
         try await alice.connect()
         #expect(alice.client.isConnected)
     }
@@ -184,7 +174,6 @@ struct ConnectionTests {
             configuration.sessionExpiry = .seconds(300)
         }
         let first = try TestClient(broker, clientID: clientID, configure: configure)
-        defer { first.client.close() }
         try await first.connect()
         try await first.subscribe("offline/#", qos: .atLeastOnce)
         #expect(first.inbox.events == [.connected(sessionPresent: false)])
@@ -196,14 +185,13 @@ struct ConnectionTests {
         try await broker.restart()
         try await first.inbox.waitForEvents { $0 == .connected(sessionPresent: true) }
         await first.client.disconnect()
-        first.client.close()
+        await first.client.close()
 
         for index in 1...5 {
             try broker.publish(topic: "offline/\(index)", message: "while away \(index)", qos: 1)
         }
 
         let second = try TestClient(broker, clientID: clientID, configure: configure)
-        defer { second.client.close() }
         try await second.connect()
         #expect(second.inbox.events.first == .connected(sessionPresent: true))
         let received = try await second.inbox.waitForMessages(count: 5)
@@ -217,14 +205,12 @@ struct ConnectionTests {
             configuration.cleanStart = false
             configuration.sessionExpiry = .seconds(300)
         }
-        defer { first.client.close() }
         try await first.connect()
         try await first.subscribe("offline/#", qos: .atLeastOnce)
         await first.client.disconnect()
         try broker.publish(topic: "offline/1", message: "while away", qos: 1)
 
         let second = try TestClient(broker, clientID: clientID)  // clean start
-        defer { second.client.close() }
         try await second.connect()
         #expect(second.inbox.events == [.connected(sessionPresent: false)])
         try await Task.sleep(for: .milliseconds(300))
@@ -236,8 +222,8 @@ struct ConnectionTests {
         let client = try TestClient(broker)
         try await client.connect()
         let offset = broker.logLength
-        client.client.close()
-        client.client.close()
+        await client.client.close()
+        await client.client.close()
         #expect(!client.client.isConnected)
         // close() said goodbye properly.
         try await broker.waitForLog("Client \(client.clientID) disconnected.", after: offset)
@@ -247,27 +233,27 @@ struct ConnectionTests {
         }
         #expect(error?.code == 4)  // MOSQ_ERR_NO_CONN
         #expect(throws: MQTTError.self) { try client.client.subscribe("a/b") }
-        #expect(throws: MQTTError.self) { try client.client.start() }
+        #expect(throws: MQTTError.self) { try client.start() }
         await #expect(throws: MQTTError.self) { try await client.client.waitUntilConnected() }
         await client.client.disconnect()  // harmless
-        client.client.close()
+        await client.client.close()
     }
 
     @Test func closeWithoutStartAndWhileTheBrokerIsDown() async throws {
         let broker = try await MosquittoBroker()
         broker.stop()
         let idle = try TestClient(broker)
-        idle.client.close()
-        idle.client.close()
+        await idle.client.close()
+        await idle.client.close()
         #expect(!idle.client.isConnected)
 
         let retrying = try TestClient(broker)
-        try retrying.client.start()
+        try retrying.start()
         let waiter = retrying.client
         let wait = Task { try await waiter.waitUntilConnected() }
         try await Task.sleep(for: .milliseconds(200))
         let started = ContinuousClock.now
-        retrying.client.close()
+        await retrying.client.close()
         #expect(ContinuousClock.now - started < .seconds(2))
         // The waiting task learns that no connection will come.
         let error = await #expect(throws: MQTTError.self) { try await wait.value }
@@ -279,8 +265,7 @@ struct ConnectionTests {
         let broker = try await MosquittoBroker()
         broker.stop()
         let client = try TestClient(broker)
-        defer { client.client.close() }
-        try client.client.start()
+        try client.start()
         let waiter = client.client
         let wait = Task { try await waiter.waitUntilConnected() }
         try await Task.sleep(for: .milliseconds(100))
@@ -295,15 +280,12 @@ struct ConnectionTests {
         let closed = Inbox()
         var configuration = MQTTConfiguration(clientID: "self-closing-\(UUID().uuidString.prefix(8))")
         configuration.port = broker.port
-        let client = try MQTTClient(
-            configuration: configuration, logger: testLogger,
-            onMessage: { message in
-                box.client?.close()  // on the network thread
-                closed.receive(message)
-            }
-        )
+        let client = try MQTTClient(configuration: configuration, logger: testLogger)
         box.client = client
-        try client.start()
+        try client.start { message in
+            box.client?.syncClose()  // on the network thread
+            closed.receive(message)
+        }
         try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
         let offset = broker.logLength
         try client.subscribe("close/me")

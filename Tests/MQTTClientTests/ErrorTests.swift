@@ -12,7 +12,6 @@ struct ErrorTests {
     func publishingToATopicWithWildcardsIsAnInvalidArgument(_ topic: String) async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)
-        defer { client.client.close() }
         try await client.connect()
         let error = #expect(throws: MQTTError.self) {
             try client.client.publish(MQTTMessage(topic: topic, payload: Array("x".utf8)))
@@ -24,20 +23,16 @@ struct ErrorTests {
 
     @Test(arguments: ["a/#/b", "a#", "a/b+", "+a/b", ""])
     func subscribingToAMalformedFilterIsAnInvalidArgument(_ filter: String) throws {
-        let client = try MQTTClient(
-            configuration: MQTTConfiguration(clientID: "filters"), logger: testLogger, onMessage: { _ in }
-        )
-        defer { client.close() }
+        let client = try MQTTClient(configuration: MQTTConfiguration(clientID: "filters"), logger: testLogger)
+        defer { client.syncClose() }
         let error = #expect(throws: MQTTError.self) { try client.subscribe(filter) }
         #expect(error?.kind == .invalidArgument)
     }
 
     @Test(arguments: ["a/#", "+/b", "#", "a/+/c", "$SYS/#"])
     func wellFormedFiltersAreAccepted(_ filter: String) throws {
-        let client = try MQTTClient(
-            configuration: MQTTConfiguration(clientID: "filters"), logger: testLogger, onMessage: { _ in }
-        )
-        defer { client.close() }
+        let client = try MQTTClient(configuration: MQTTConfiguration(clientID: "filters"), logger: testLogger)
+        defer { client.syncClose() }
         #expect(throws: Never.self) { try client.subscribe(filter) }
     }
 
@@ -50,8 +45,8 @@ struct ErrorTests {
         badPort.port = 70_000
         for configuration in [shortKeepAlive, noID, badPort] {
             let error = #expect(throws: MQTTError.self) {
-                let client = try MQTTClient(configuration: configuration, logger: testLogger, onMessage: { _ in })
-                client.close()
+                let client = try MQTTClient(configuration: configuration, logger: testLogger)
+                client.syncClose()
             }
             #expect(error?.kind == .invalidArgument)
         }
@@ -60,7 +55,6 @@ struct ErrorTests {
     @Test func subscriptionRefusedByTheBrokerIsReported() async throws {
         let broker = try await MosquittoBroker(extraConfig: try dynamicSecurity(allowingSubscriptionsTo: "allowed/#"))
         let client = try TestClient(broker)
-        defer { client.client.close() }
         // Remembered before the connection, sent with the CONNACK.
         try client.client.subscribe("allowed/x")
         try client.client.subscribe("denied/before")

@@ -17,9 +17,7 @@ struct MessageTests {
     @Test func everyPropertyArrivesIntact() async throws {
         let broker = try await MosquittoBroker()
         let subscriber = try TestClient(broker)
-        defer { subscriber.client.close() }
         let publisher = try TestClient(broker)
-        defer { publisher.client.close() }
         try await subscriber.connect()
         try await subscriber.subscribe("props/+")
         try await publisher.connect()
@@ -49,7 +47,6 @@ struct MessageTests {
             arguments: ["-F", "%t|%C|%R|%D|%E|%P|%p"]
         )
         let publisher = try TestClient(broker)
-        defer { publisher.client.close() }
         try await publisher.connect()
         try publisher.client.publish(
             MQTTMessage(
@@ -76,7 +73,6 @@ struct MessageTests {
     @Test func propertiesFromMosquittoPub() async throws {
         let broker = try await MosquittoBroker()
         let subscriber = try TestClient(broker)
-        defer { subscriber.client.close() }
         try await subscriber.connect()
         try await subscriber.subscribe("props/pub")
         try broker.publish(
@@ -101,9 +97,7 @@ struct MessageTests {
     @Test func tenThousandQoS1MessagesArriveAllAndInOrder() async throws {
         let broker = try await MosquittoBroker()
         let subscriber = try TestClient(broker)
-        defer { subscriber.client.close() }
         let publisher = try TestClient(broker)
-        defer { publisher.client.close() }
         try await subscriber.connect()
         try await subscriber.subscribe("bulk/qos1", qos: .atLeastOnce)
         try await publisher.connect()
@@ -121,7 +115,6 @@ struct MessageTests {
     @Test func noLocalSubscriptionDoesNotReceiveOwnMessages() async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)
-        defer { client.client.close() }
         try await client.connect()
         try await client.subscribe("nolocal/data", noLocal: true)
         try await client.subscribe("nolocal/marker")
@@ -141,7 +134,6 @@ struct MessageTests {
     @Test func localMessagesArriveWithoutNoLocal() async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)
-        defer { client.client.close() }
         try await client.connect()
         try await client.subscribe("local/data")
         try client.client.publish(MQTTMessage(topic: "local/data", payload: Array("own".utf8)))
@@ -152,7 +144,6 @@ struct MessageTests {
     @Test func lateSubscriberSeesRetainedMessage() async throws {
         let broker = try await MosquittoBroker()
         let publisher = try TestClient(broker)
-        defer { publisher.client.close() }
         try await publisher.connect()
         try publisher.client.publish(
             MQTTMessage(
@@ -166,7 +157,6 @@ struct MessageTests {
 
         // ...and so does a late MQTTClient, flagged as retained.
         let late = try TestClient(broker)
-        defer { late.client.close() }
         try await late.connect()
         try late.client.subscribe("retained/#")
         let received = try #require(try await late.inbox.waitForMessages(count: 1).first)
@@ -180,7 +170,6 @@ struct MessageTests {
         let broker = try await MosquittoBroker()
         let subscriber = try await broker.startSubscriber(topic: "queued/#", count: 1, timeout: .seconds(10), qos: 1)
         let client = try TestClient(broker)
-        defer { client.client.close() }
 
         let mid = try client.client.publish(MQTTMessage(topic: "queued/q1", payload: Array("early".utf8), qos: .atLeastOnce))
         #expect(mid > 0)
@@ -199,8 +188,8 @@ struct MessageTests {
         let broker = try await MosquittoBroker()
         var configuration = MQTTConfiguration(clientID: "stream-\(UUID().uuidString.prefix(8))")
         configuration.port = broker.port
-        let (client, messages) = try MQTTClient.streaming(configuration: configuration, logger: testLogger)
-        try client.start()
+        let client = try MQTTClient(configuration: configuration, logger: testLogger)
+        let messages = try client.startStreaming()
         try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
         let offset = broker.logLength
         try client.subscribe("stream/#")
@@ -215,7 +204,7 @@ struct MessageTests {
         }
         #expect(received == ["m0", "m1", "m2"])
 
-        client.close()
+        await client.close()
         // The stream ends.
         #expect(await iterator.next() == nil)
     }

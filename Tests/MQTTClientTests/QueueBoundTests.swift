@@ -11,12 +11,10 @@ import TestSupport
             $0.cleanStart = false
             $0.sessionExpiry = .seconds(600)
         }
-        defer { subscriber.client.close() }
         try await subscriber.connect()
         try await subscriber.subscribe("bound/data")
 
         let publisher = try TestClient(broker) { $0.maximumQueuedMessagesWhileDisconnected = 5 }
-        defer { publisher.client.close() }
         try await publisher.connect()
 
         broker.stop()

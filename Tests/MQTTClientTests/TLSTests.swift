@@ -38,7 +38,6 @@ import TestSupport
             $0.username = "bridge"
             $0.password = "s3cret"
         }
-        defer { client.client.close() }
         try await client.connect()
         try await client.subscribe("tls/echo")
         try client.client.publish(MQTTMessage(topic: "tls/echo", payload: Array("over TLS".utf8)))
@@ -56,7 +55,6 @@ import TestSupport
                 caFile: certificates.path + "/ca.crt", certificateFile: certificates.path + "/client.crt",
                 keyFile: certificates.path + "/client.key")
         }
-        defer { client.client.close() }
         try await client.connect()
         #expect(client.client.isConnected)
     }
@@ -69,8 +67,7 @@ import TestSupport
             $0.host = "localhost"
             $0.tls = .init(caFile: stranger.path + "/ca.crt")
         }
-        defer { client.client.close() }
-        try client.client.start()
+        try client.start()
         // The handshake fails, and keeps failing on every retry: never connected.
         try await Task.sleep(for: .seconds(1))
         #expect(!client.client.isConnected)
@@ -82,8 +79,7 @@ import TestSupport
         let certificates = try Self.certificates()
         let broker = try await MosquittoBroker(extraConfig: Self.tlsListener(certificates))
         let client = try TestClient(broker)
-        defer { client.client.close() }
-        try client.client.start()
+        try client.start()
         try await Task.sleep(for: .seconds(1))
         #expect(!client.client.isConnected)
     }

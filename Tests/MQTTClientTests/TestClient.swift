@@ -101,8 +101,9 @@ extension MQTTEvent {
     }
 }
 
-/// An ``MQTTClient`` on a test broker, recording into an ``Inbox``; quick to reconnect.
-struct TestClient {
+/// An ``MQTTClient`` on a test broker, recording into an ``Inbox``; quick to reconnect. Closed when it goes away, so
+/// that a test that throws midway leaves nothing running.
+final class TestClient: Sendable {
     let client: MQTTClient
     let inbox: Inbox
     let clientID: String
@@ -118,19 +119,25 @@ struct TestClient {
         configuration.reconnectDelay = .milliseconds(100)
         configuration.maximumReconnectDelay = .seconds(1)
         configure(&configuration)
-        let inbox = Inbox()
-        self.client = try MQTTClient(
-            configuration: configuration, logger: testLogger,
-            onMessage: { inbox.receive($0) }, onEvent: { inbox.record($0) }
-        )
-        self.inbox = inbox
+        self.client = try MQTTClient(configuration: configuration, logger: testLogger)
+        self.inbox = Inbox()
         self.clientID = clientID
         self.broker = broker
     }
 
+    deinit {
+        client.syncClose()
+    }
+
+    /// Starts the client, recording into the inbox.
+    func start() throws {
+        let inbox = inbox
+        try client.start(onEvent: { inbox.record($0) }, onMessage: { inbox.receive($0) })
+    }
+
     /// Starts and waits for the first connection.
     func connect(timeout: Duration = .seconds(10)) async throws {
-        try client.start()
+        try start()
         let client = self.client
         try await withTimeout(timeout, "connecting") { try await client.waitUntilConnected() }
     }

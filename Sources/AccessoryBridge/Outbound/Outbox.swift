@@ -1,10 +1,12 @@
 import AccessoryModel
 import AccessoryWire
+import BridgeCore
 import Logging
 import MQTTClient
 
-/// Builds and publishes everything the bridge sends: accessory states, request results, switch commands and its own
-/// status, each with its topic, QoS, retain flag and MQTT 5 content type.
+/// Builds and publishes everything the bridge sends: accessory states, request results, switch commands, rebirth
+/// requests and its own status, each with its topic, QoS, retain flag and MQTT 5 content type. Each publish says
+/// whether the message could be queued.
 struct Outbox: Sendable {
     let publisher: any MessagePublisher
     let root: TopicRoot
@@ -14,112 +16,93 @@ struct Outbox: Sendable {
     let metrics: BridgeMetrics
     let logger: Logger
 
-    /// The encoded state of `accessory`, for the retained state topic and for results.
-    func encodeState(_ accessory: Accessory, routedSource: BluetoothAddress?, as format: PayloadFormat) -> [UInt8] {
-        switch format {
-        case .protobuf: OutboundEncoder.encodeState(accessory, routedSource: routedSource)
-        case .json: codec.encode(Audioaccessory_V1_AccessoryState(accessory, routedSource: routedSource), as: .json)
-        }
-    }
-
-    /// Publishes the retained state; returns its bytes.
-    @discardableResult
-    func publishState(_ accessory: Accessory, routedSource: BluetoothAddress?, as format: PayloadFormat) -> [UInt8] {
-        let bytes = encodeState(accessory, routedSource: routedSource, as: format)
-        send(Topic.accessoryState(accessory: accessory.id), bytes, format: format, retain: true)
-        return bytes
+    /// Publishes an accessory's retained state.
+    func publishState(_ state: AccessoryState, as format: PayloadFormat) -> Bool {
+        send(Topic.accessoryState(accessory: state.accessory.id), encode(state, as: format), format: format, retain: true)
     }
 
     /// Publishes the answer to one telemetry message on the hub's result topic, and on the request's MQTT 5 response
-    /// topic when it has one. Returns the result's bytes.
-    @discardableResult
+    /// topic when it has one. Says whether the result topic's copy could be queued.
     func publishResult(
-        hub: HubID, accessory: AccessoryID, requestID: String, sequence: UInt64, error: AccessoryControlError?,
-        state: (accessory: Accessory, routedSource: BluetoothAddress?, encoded: [UInt8]?)?, format: PayloadFormat,
-        replyTo request: MQTTProperties
-    ) -> [UInt8] {
-        metrics.result(error?.code)
+        _ answer: BridgeAction.Answer, hub: HubID, accessory: AccessoryID, requestID: String, sequence: UInt64,
+        format: PayloadFormat, replyTo request: MQTTProperties
+    ) -> Bool {
+        metrics.result(answer.result)
         let bytes: [UInt8]
-        switch format {
-        case .protobuf:
-            let stateBytes = state.map {
-                $0.encoded ?? OutboundEncoder.encodeState($0.accessory, routedSource: $0.routedSource)
-            }
-            bytes = OutboundEncoder.encodeResult(requestID: requestID, sequence: sequence, error: error, state: stateBytes)
-        case .json:
+        switch (format, answer.result) {
+        case (.protobuf, .applied), (.protobuf, .failed):
+            bytes = OutboundEncoder.encodeResult(
+                requestID: requestID, sequence: sequence, error: answer.result.error,
+                state: answer.state.map { OutboundEncoder.encodeState($0.accessory, routedSource: $0.routedSource) })
+        default:
             let message = Audioaccessory_V1_RequestResult(
-                requestID: requestID, sequence: sequence, error: error,
-                state: state.map { Audioaccessory_V1_AccessoryState($0.accessory, routedSource: $0.routedSource) })
-            bytes = codec.encode(message, as: .json)
+                requestID: requestID, sequence: sequence, result: answer.result,
+                state: answer.state.map(Audioaccessory_V1_AccessoryState.init))
+            bytes = codec.encode(message, as: format)
         }
-        resendResult(bytes, format: format, hub: hub, accessory: accessory, replyTo: request)
-        return bytes
-    }
-
-    /// Publishes a result again, as it was: the answer to a duplicate.
-    func resendResult(
-        _ bytes: [UInt8], format: PayloadFormat, hub: HubID, accessory: AccessoryID, replyTo request: MQTTProperties
-    ) {
-        send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
-        guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return }
+        let sent = send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
+        guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return sent }
         // Only under the requesting hub's own responses: a hub must not be able to make the bridge write anywhere
         // else (on a device's commands, say), which the broker's ACL cannot prevent since the bridge may write there.
-        let allowed = "\(root)/hubs/\(hub)/responses/"
-        guard responseTopic.hasPrefix(allowed), responseTopic.utf8.count > allowed.utf8.count,
-            !responseTopic.contains("+"), !responseTopic.contains("#")
-        else {
+        guard case .responses(hub, _)? = try? Topic(parsing: responseTopic, under: root) else {
             metrics.refusedResponseTopics.increment()
             logger.warning(
                 "refused a response topic outside the hub's own",
-                metadata: ["mqtt.response_topic": "\(responseTopic)", "hub.id": "\(hub)", "allowed": "\(allowed)…"])
-            return
+                metadata: [
+                    "mqtt.response_topic": "\(responseTopic)", "hub.id": "\(hub)",
+                    "allowed": "\(Topic.Kind.responses.filter(under: root, hub: hub))",
+                ])
+            return sent
         }
         send(topicName: responseTopic, bytes, format: format, retain: false, correlationData: request.correlationData)
+        return sent
     }
 
     /// Asks a hub to send everything about an accessory again.
-    func publishRebirthRequest(hub: HubID, _ request: Audioaccessory_V1_RebirthRequest) {
-        send(Topic.rebirth(hub: hub), codec.encode(request, as: defaultFormat), format: defaultFormat, retain: false)
+    func publishRebirthRequest(_ rebirth: BridgeAction.Rebirth) -> Bool {
+        let request = Audioaccessory_V1_RebirthRequest(
+            accessory: rebirth.accessory, lastSequence: rebirth.lastSequence, receivedSequence: rebirth.receivedSequence)
+        return send(Topic.rebirth(hub: rebirth.hub), codec.encode(request, as: defaultFormat), format: defaultFormat,
+            retain: false)
     }
 
-    func publishCommand(_ command: SwitchCommand) {
+    func publishCommand(_ command: SwitchCommand) -> Bool {
         metrics.commands[command.action]?.increment()
         let bytes =
             switch defaultFormat {
             case .protobuf: OutboundEncoder.encodeCommand(command)
             case .json: codec.encode(Audioaccessory_V1_SwitchCommand(command), as: .json)
             }
-        send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
+        return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
     }
 
-    func bridgeStatus(online: Bool, version: String, since: Timestamp) -> MQTTMessage {
-        let status = Audioaccessory_V1_BridgeStatus.with {
-            $0.online = online
-            $0.version = version
-            $0.sinceUnixMs = since.unixMilliseconds
-        }
-        return MQTTMessage(
-            topic: Topic.bridgeStatus.name(under: root), payload: codec.encode(status, as: defaultFormat),
-            qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: defaultFormat.contentType))
-    }
-
-    func publish(_ message: MQTTMessage) {
+    @discardableResult
+    func publish(_ message: MQTTMessage) -> Bool {
         do {
             try publisher.send(message)
+            return true
         } catch {
             metrics.publishFailures.increment()
-            logger.error(
-                "publish failed", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+            logger.error("publish failed", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+            return false
         }
     }
 
-    private func send(_ topic: Topic, _ bytes: [UInt8], format: PayloadFormat, retain: Bool) {
+    private func encode(_ state: AccessoryState, as format: PayloadFormat) -> [UInt8] {
+        switch format {
+        case .protobuf: OutboundEncoder.encodeState(state.accessory, routedSource: state.routedSource)
+        case .json: codec.encode(Audioaccessory_V1_AccessoryState(state), as: .json)
+        }
+    }
+
+    private func send(_ topic: Topic, _ bytes: [UInt8], format: PayloadFormat, retain: Bool) -> Bool {
         send(topicName: topic.name(under: root), bytes, format: format, retain: retain, correlationData: nil)
     }
 
+    @discardableResult
     private func send(
         topicName: String, _ bytes: [UInt8], format: PayloadFormat, retain: Bool, correlationData: [UInt8]?
-    ) {
+    ) -> Bool {
         publish(
             MQTTMessage(
                 topic: topicName, payload: bytes, qos: .atLeastOnce, retain: retain,

@@ -11,8 +11,13 @@ public struct Accessory: Hashable, Sendable {
     public internal(set) var hardwareCapabilities: Capabilities
     /// The registered configuration (`.empty` until registered, and again once unpaired).
     public internal(set) var configuration: Configuration
-    /// The sequence of the last telemetry applied (0: none carried a sequence).
+    /// The sequence of the last telemetry processed from its hub, applied or failed (0: none carried a sequence).
+    /// The one place a sequence is kept; ``sequences`` reads and records it by ``SequenceTracker``'s rule.
     public internal(set) var lastSequence: UInt64
+    /// The outcome of the telemetry numbered ``lastSequence``: `nil` when it succeeded (or nothing carried a
+    /// sequence), else its error. Kept so that a hub retrying that request, even after a restart of the bridge, gets
+    /// its original outcome.
+    public internal(set) var lastError: AccessoryControlError?
     /// When the state last changed.
     public internal(set) var updatedAt: Timestamp
     /// When the accessory last registered; diagnostics are judged from here.
@@ -32,6 +37,7 @@ public struct Accessory: Hashable, Sendable {
         hardwareCapabilities: Capabilities,
         configuration: Configuration = .empty,
         lastSequence: UInt64 = 0,
+        lastError: AccessoryControlError? = nil,
         updatedAt: Timestamp,
         registeredAt: Timestamp? = nil,
         isStale: Bool = false,
@@ -45,9 +51,22 @@ public struct Accessory: Hashable, Sendable {
         self.hardwareCapabilities = hardwareCapabilities
         self.configuration = configuration
         self.lastSequence = lastSequence
+        self.lastError = lastError
         self.updatedAt = updatedAt
         self.registeredAt = registeredAt
         self.isStale = isStale
         self.diagnostics = diagnostics
+    }
+}
+
+extension Accessory {
+    /// The hub whose telemetry may change this accessory: the one that paired it, until it unpairs it. An unpaired
+    /// accessory belongs to no hub: any hub may pair it (that is how an accessory moves to another hub).
+    public var owner: HubID? { registration == .unpaired ? nil : hub }
+
+    /// The order of its hub's telemetry, over ``lastSequence``.
+    var sequences: SequenceTracker {
+        get { SequenceTracker(last: lastSequence) }
+        set { lastSequence = newValue.last }
     }
 }

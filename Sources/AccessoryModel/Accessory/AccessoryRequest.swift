@@ -30,4 +30,9 @@ public enum AccessoryRequest: Hashable, Sendable {
         case .sources: "sources"
         }
     }
+
+    /// A pairing: the accessory's birth.
+    public var isPairing: Bool {
+        if case .paired = self { true } else { false }
+    }
 }

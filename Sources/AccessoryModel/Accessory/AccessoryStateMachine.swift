@@ -90,16 +90,60 @@ public struct AccessoryStateMachine: Sendable {
         }
         // Every transition leaves an accessory behind. A pairing is the accessory's birth: its sequence restarts the
         // count (see SequenceTracker).
-        if case .paired = request, sequence != 0 {
-            accessory!.lastSequence = sequence
-        } else {
-            accessory!.lastSequence = max(accessory!.lastSequence, sequence)
+        if sequence != 0 {
+            accessory!.sequences.record(sequence, isBirth: request.isPairing)
+            accessory!.lastError = nil
         }
         accessory!.updatedAt = now
         // A hub that reports is alive: its data is current again.
         accessory!.isStale = false
         refreshDiagnostics(at: now)
         return accessory!
+    }
+
+    /// Processes one telemetry message from `hub`: its request (or the error that answers it, when the message could
+    /// not be read as one), its sequence, and who may send it. Never throws: the outcome says what happened.
+    ///
+    /// - Only the hub the accessory belongs to (``Accessory/owner``) changes it; a pairing from any hub brings an
+    ///   unknown or unpaired accessory to life. A message from another hub changes nothing, and its answer shows none
+    ///   of the accessory's state.
+    /// - The sequence is checked against the accessory's hub's count (``SequenceTracker``): a repeat changes nothing
+    ///   and reports the original outcome when it is the last one processed; a gap is reported and the message applied.
+    /// - A request that fails consumes its sequence (the hub did send it) and is recorded as the last outcome, so that
+    ///   its retry gets the same answer.
+    public mutating func process(
+        _ request: Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, from hub: HubID,
+        at now: Timestamp
+    ) -> RequestOutcome {
+        // Sequences are the hub's count for this accessory: only its own hub's are checked and recorded.
+        let counts = accessory?.hub == hub && sequence != 0
+        var gap: ClosedRange<UInt64>?
+        if counts, let accessory {
+            let isBirth = (try? request.get())?.isPairing ?? false
+            switch accessory.sequences.verdict(for: sequence, isBirth: isBirth) {
+            case .duplicate(let last):
+                let original: RequestOutcome.Original =
+                    sequence == last ? accessory.lastError.map { .failed($0) } ?? .succeeded : .notKept(last: last)
+                return RequestOutcome(result: .duplicate(original), stateChanged: false, requesterOwns: true)
+            case .gap(let missing):
+                gap = missing
+            case .unsequenced, .next, .birth:
+                break
+            }
+        }
+        do throws(AccessoryControlError) {
+            try apply(request.get(), sequence: sequence, from: hub, at: now)
+            return RequestOutcome(result: .applied, gap: gap, stateChanged: true, requesterOwns: true)
+        } catch {
+            guard counts else {
+                return RequestOutcome(result: .failed(error), stateChanged: false, requesterOwns: accessory?.hub == hub)
+            }
+            // A failure consumes its sequence and is remembered as the last outcome: part of the published state.
+            accessory!.sequences.record(sequence, isBirth: false)
+            accessory!.lastError = error
+            accessory!.updatedAt = now
+            return RequestOutcome(result: .failed(error), gap: gap, stateChanged: true, requesterOwns: true)
+        }
     }
 
     /// Records that `hub` went offline or came back. Returns the new state when it changed this accessory.
@@ -132,6 +176,8 @@ public struct AccessoryStateMachine: Sendable {
                 hardwareCapabilities: hardware, updatedAt: now)
             return
         }
+        // Another hub may pair it only once its hub unpaired it: then it moves, and its count starts over.
+        if let owner = accessory!.owner, owner != hub { throw ownedByAnotherHub(hub) }
         switch registration {
         case .registered, .invalidated: accessory!.registration = .invalidated
         case .paired, .unpaired: accessory!.registration = .paired
@@ -143,10 +189,9 @@ public struct AccessoryStateMachine: Sendable {
     }
 
     private mutating func unpair(hub: HubID) throws(AccessoryControlError) {
-        let accessory = try knownAccessory(for: "unpairing")
+        let accessory = try knownAccessory(for: "unpairing", by: hub)
         // Unpairing again is harmless: there is nothing left to end.
         guard accessory.registration != .unpaired else { return }
-        try Self.check(accessory, isPairedWith: hub)
         self.accessory!.registration = .unpaired
         self.accessory!.configuration = .empty
         self.accessory!.registeredAt = nil
@@ -155,11 +200,10 @@ public struct AccessoryStateMachine: Sendable {
     private mutating func register(_ capabilities: Capabilities, hub: HubID, now: Timestamp)
         throws(AccessoryControlError)
     {
-        let accessory = try knownAccessory(for: "registering")
+        let accessory = try knownAccessory(for: "registering", by: hub)
         guard accessory.registration != .unpaired else {
             throw .invalidRequest(reason: "accessory \(id) was unpaired; pair it again before registering")
         }
-        try Self.check(accessory, isPairedWith: hub)
         guard !capabilities.isEmpty else {
             throw .invalidRequest(reason: "register needs at least one capability (.audioSwitching, .placement)")
         }
@@ -217,10 +261,21 @@ public struct AccessoryStateMachine: Sendable {
 
     // MARK: - Preconditions
 
-    /// The accessory, unless it was never paired.
-    private func knownAccessory(for operation: String) throws(AccessoryControlError) -> Accessory {
+    /// The accessory as `hub` may see it: an error when it was never paired, belongs to another hub, or was unpaired
+    /// by another hub (which, to `hub`, is as if it was never paired).
+    private func knownAccessory(for operation: String, by hub: HubID) throws(AccessoryControlError) -> Accessory {
         guard let accessory else { throw notPaired(before: operation) }
+        guard accessory.hub == hub else {
+            throw accessory.owner == nil ? notPaired(before: operation) : ownedByAnotherHub(hub)
+        }
         return accessory
+    }
+
+    /// A hub asked to change an accessory that belongs to another. The answer does not name that hub.
+    private func ownedByAnotherHub(_ hub: HubID) -> AccessoryControlError {
+        .invalidRequest(
+            reason: "accessory \(id) belongs to another hub: hub \(hub) may change only the accessories it paired "
+                + "(accessory ids are shared by all hubs: unpair it from its hub first, or choose another id)")
     }
 
     private func notPaired(before operation: String) -> AccessoryControlError {
@@ -229,11 +284,7 @@ public struct AccessoryStateMachine: Sendable {
 
     /// Succeeds when the accessory is registered through `hub`.
     private func checkRegistered(for operation: String, hub: HubID) throws(AccessoryControlError) {
-        // Reads the two fields it needs: copying the whole accessory costs more than the check.
-        guard let registration = accessory?.registration else { throw notPaired(before: operation) }
-        if registration != .unpaired, accessory?.hub != hub {
-            try Self.check(accessory!, isPairedWith: hub)
-        }
+        let registration = try knownAccessory(for: operation, by: hub).registration
         switch registration {
         case .registered:
             break
@@ -246,12 +297,6 @@ public struct AccessoryStateMachine: Sendable {
         case .unpaired:
             throw .invalidated(
                 reason: "accessory \(id) was unpaired, which ended its registration; pair and register it again")
-        }
-    }
-
-    private static func check(_ accessory: Accessory, isPairedWith hub: HubID) throws(AccessoryControlError) {
-        guard accessory.hub == hub else {
-            throw .invalidRequest(reason: "accessory \(accessory.id) is paired with hub \(accessory.hub), not \(hub)")
         }
     }
 

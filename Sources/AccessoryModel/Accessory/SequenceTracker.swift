@@ -8,7 +8,10 @@
 /// - A sequence beyond the next one reveals a gap: it is applied, and the hub is asked to send everything again.
 ///
 /// "Processed" includes requests that failed: a failure consumes its sequence (the hub did send it) without changing
-/// the accessory.
+/// the accessory otherwise.
+///
+/// This is the rule; the number itself is kept in one place, ``Accessory/lastSequence``, which is published with the
+/// accessory's state and so survives a restart of the bridge.
 public struct SequenceTracker: Hashable, Sendable {
     public enum Verdict: Hashable, Sendable {
         case unsequenced

@@ -27,6 +27,13 @@
 ///    the device's reported `routed_accessory_id`, and a ROUTE to the accessory a device already has, or a PAUSE or
 ///    RELEASE off an accessory the device is not routed to, is not sent.
 /// 10. Every command has a unique id, a per-source increasing sequence and the reason of its rule.
+///
+/// A command the bridge could not send (``commandNotSent(_:)``) no longer counts as in force, and is owed: the next
+/// ``reconcile(at:)`` (when the broker connection is back) sends it again if it still agrees with the routes.
+///
+/// The engine keeps only what routing needs: accessories that take part, and sources that some accessory lists or
+/// that are active, routed (or, as far as it knows, have a route in force), paused within the resume window or owed
+/// a command. Everything else leaves no trace.
 public struct RoutingEngine: Sendable {
     /// Timings of the routing rules.
     public struct Policy: Hashable, Sendable {
@@ -41,25 +48,32 @@ public struct RoutingEngine: Sendable {
     public let policy: Policy
     /// Prefix of every command id; distinct per engine instance so ids stay unique across restarts.
     public let instanceID: String
-    /// Each source's first command has sequence `commandSequenceBase + 1`. A bridge passes a base that grows with
-    /// time (its start in milliseconds × 1000), so that sequences keep increasing across its restarts.
+    /// Each source's first command has sequence `commandSequenceBase + 1`, and each of its later commands the next
+    /// number. A source the engine forgot and meets again continues above every sequence issued so far, so sequences
+    /// always increase per source. A bridge passes a base that grows with time (its start in milliseconds × 1000), so
+    /// that they keep increasing across its restarts.
     public let commandSequenceBase: UInt64
     /// `policy.resumeWindow` in milliseconds, converted once (see ``Timestamp/advanced(byMilliseconds:)``).
     private let resumeWindow: Int64
 
     // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
-    // to them by slot. Slots are never reused.
+    // to them by slot. An entry that is no longer needed is removed by moving the last one into its slot.
     private var accessorySlots: [AccessoryID: Int] = [:]
     private var accessories: [AccessoryEntry] = []
     private var sourceSlots: [BluetoothAddress: Int] = [:]
     private var sources: [SourceEntry] = []
     /// Rule 5 pauses in the order they expire (lazily pruned).
     private var expiries = ExpiryQueue()
+    /// The highest command sequence issued, where a new source's count starts.
+    private var highestCommandSequence: UInt64
+    /// Sources owed a command that could not be sent.
+    private var owing: Set<BluetoothAddress> = []
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
         self.policy = policy
         self.instanceID = instanceID
         self.commandSequenceBase = commandSequenceBase
+        self.highestCommandSequence = commandSequenceBase
         self.resumeWindow = policy.resumeWindow.wholeMilliseconds
     }
 
@@ -70,19 +84,9 @@ public struct RoutingEngine: Sendable {
         accessorySlots[accessory].flatMap { accessories[$0].routedSource }.map { sources[$0].address }
     }
 
-    /// The accessory `source` is routed to, if any.
-    public func routedAccessory(for source: BluetoothAddress) -> AccessoryID? {
-        sourceSlots[source].flatMap { sources[$0].routedAccessory }.map { accessories[$0].view.id }
-    }
-
-    /// The last activity `source` reported (idle when it never did).
+    /// The last activity `source` reported (idle when it never did, or when the engine no longer keeps it).
     public func activity(of source: BluetoothAddress) -> Activity {
         sourceSlots[source].map { sources[$0].activity } ?? .idle
-    }
-
-    /// The routing view of `accessory`, as last given to ``accessoryChanged(_:at:slotHint:)``.
-    public func accessory(_ id: AccessoryID) -> RoutingAccessory? {
-        accessorySlots[id].map { accessories[$0].view }
     }
 
     /// Every route, source to accessory.
@@ -96,30 +100,32 @@ public struct RoutingEngine: Sendable {
         return routes
     }
 
+    /// How many accessories and sources the engine keeps: what the bounds on its state are about.
+    public var footprint: (accessories: Int, sources: Int) { (accessories.count, sources.count) }
+
     /// When ``tick(at:)`` next has something to do (a rule 5 pause leaving the resume window), if ever.
     public var nextDeadline: Timestamp? { expiries.first?.expiresAt }
 
     // MARK: - Transitions
 
     /// An accessory's state changed (placement, sources, registration, staleness).
-    ///
-    /// - Parameter slotHint: the ``RoutingOutput/accessorySlot`` an earlier call returned for this accessory, which
-    ///   spares a lookup by id; a hint that does not hold that accessory is ignored.
-    public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp, slotHint: Int? = nil)
-        -> RoutingOutput
-    {
+    public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp) -> RoutingOutput {
         var output = RoutingOutput()
         let slot: Int
         let previousView: RoutingAccessory?
-        if let known = self.slot(of: view.id, hint: slotHint) {
+        if let known = accessorySlots[view.id] {
             slot = known
             previousView = accessories[slot].view
             accessories[slot].view = view
-        } else {
+        } else if view.takesPart {
             slot = accessories.count
             previousView = nil
             accessorySlots[view.id] = slot
             accessories.append(AccessoryEntry(view: view))
+        } else {
+            // Rule 1: an accessory that takes no part is none of routing's business.
+            output.nextDeadline = nextDeadline
+            return output
         }
         let previousSources = previousView?.sources ?? []
         if previousSources != view.sources {
@@ -159,9 +165,16 @@ public struct RoutingEngine: Sendable {
         } else if !isWorn {
             accessories[slot].wornSince = nil
         }
-        output.nextDeadline = nextDeadline
         output.routedSource = accessories[slot].routedSource.map { sources[$0].address }
-        output.accessorySlot = slot
+        if !view.takesPart {
+            // Its route, if any, was released above.
+            removeAccessory(at: slot)
+            for address in view.sources { pruneSource(address) }
+        }
+        for address in previousSources where !view.sources.contains(address) {
+            pruneSource(address)
+        }
+        output.nextDeadline = nextDeadline
         return output
     }
 
@@ -199,6 +212,51 @@ public struct RoutingEngine: Sendable {
         if becameActive, sources[source].routedAccessory == nil {
             activate(source, at: now, into: &output)
         }
+        pruneSource(address)
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// A command this engine issued could not be sent (the bridge is disconnected, beyond its queue's bound). The
+    /// device still has what it had: the command no longer counts as in force (rule 9), and it is owed until
+    /// ``reconcile(at:)``. Report commands in the order they were issued.
+    public mutating func commandNotSent(_ command: SwitchCommand) {
+        guard let source = sourceSlots[command.source] else { return }
+        // What the device has is unknown now, which rule 9 treats as "nothing": the next ROUTE is sent, and no PAUSE
+        // or RELEASE off an accessory the device may not have.
+        sources[source].inForce = nil
+        sources[source].owed.append(command)
+        owing.insert(command.source)
+    }
+
+    /// Sends again the owed commands that still agree with the routes (a ROUTE or RESUME to the accessory the source
+    /// is still routed to; a PAUSE or RELEASE off one it no longer is), as new commands with their original reasons.
+    /// The bridge calls it when its broker connection is back.
+    public mutating func reconcile(at now: Timestamp) -> RoutingOutput {
+        var output = RoutingOutput()
+        for address in owing.sorted() {
+            guard let source = sourceSlots[address] else { continue }
+            let owed = sources[source].owed
+            sources[source].owed = []
+            for command in owed {
+                let routed = sources[source].routedAccessory.map { accessories[$0].view.id }
+                let stillTrue =
+                    switch command.action {
+                    case .routeToAccessory, .resume: routed == command.accessoryID
+                    case .pause, .release: routed != command.accessoryID
+                    }
+                guard stillTrue else { continue }
+                sources[source].inForce =
+                    switch command.action {
+                    case .routeToAccessory, .resume: command.accessoryID
+                    case .pause, .release: nil
+                    }
+                issue(command.action, to: source, accessory: command.accessoryID, reason: command.reason, at: now,
+                    into: &output)
+            }
+        }
+        owing.removeAll()
+        for address in Set(output.commands.map(\.source)) { pruneSource(address) }
         output.nextDeadline = nextDeadline
         return output
     }
@@ -209,7 +267,10 @@ public struct RoutingEngine: Sendable {
     /// rule: nothing is sent. The route is kept only when it is still possible (worn, listed, source free).
     public mutating func restore(_ view: RoutingAccessory, routedSource: BluetoothAddress?, at now: Timestamp) {
         let slot: Int
-        if let known = accessorySlots[view.id] {
+        if !view.takesPart {
+            // Rule 1: none of routing's business (a second retained state of the same accessory changes nothing).
+            return
+        } else if let known = accessorySlots[view.id] {
             slot = known
             updateListings(of: slot, from: accessories[slot].view.sources, to: view.sources)
             accessories[slot].view = view
@@ -225,11 +286,15 @@ public struct RoutingEngine: Sendable {
         guard sources[source].routedAccessory == nil || sources[source].routedAccessory == slot else { return }
         sources[source].routedAccessory = slot
         // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
-        sources[source].inForce = sources[source].inForce ?? view.id
+        if !sources[source].reportedRoute {
+            sources[source].inForce = view.id
+        }
         accessories[slot].routedSource = source
     }
 
-    /// Takes a playing device's retained state back after a restart, without running any rule: nothing is sent.
+    /// Takes a playing device's retained state back after a restart, without running any rule: nothing is sent. What
+    /// a device says it is routed to wins over what the bridge remembers sending, in whichever order the two arrive.
+    /// Call ``restoringFinished()`` once every state is in.
     public mutating func restoreSource(_ report: SourceReport, from address: BluetoothAddress, at now: Timestamp) {
         let source = sourceSlot(address)
         sources[source].lastReportSequence = max(sources[source].lastReportSequence, report.sequence)
@@ -239,6 +304,18 @@ public struct RoutingEngine: Sendable {
         }
         if let routed = report.routedAccessory {
             sources[source].inForce = routed
+            sources[source].reportedRoute = true
+        }
+    }
+
+    /// Ends restoring: forgets the sources routing does not need (see ``restoreSource(_:from:at:)``, which keeps
+    /// every source until now so that the order in which states arrive does not matter).
+    public mutating func restoringFinished() {
+        for index in sources.indices {
+            sources[index].reportedRoute = false
+        }
+        for address in sources.map(\.address) {
+            pruneSource(address)
         }
     }
 
@@ -250,6 +327,7 @@ public struct RoutingEngine: Sendable {
                 paused.at.advanced(byMilliseconds: resumeWindow) <= now
             {
                 sources[source].pausedByTakeOff = nil
+                pruneSource(next.source)
             }
         }
         return RoutingOutput(nextDeadline: nextDeadline)
@@ -266,7 +344,8 @@ public struct RoutingEngine: Sendable {
         route(source, to: accessory, reason: .putOn, at: now, into: &output)
         if resume {
             sources[source].pausedByTakeOff = nil
-            issue(.resume, to: source, accessory: accessory, reason: .putOn, at: now, into: &output)
+            issue(.resume, to: source, accessory: accessories[accessory].view.id, reason: .putOn, at: now,
+                into: &output)
         }
     }
 
@@ -337,7 +416,8 @@ public struct RoutingEngine: Sendable {
     /// Whether rule 5 paused `source` off `accessory` within the resume window.
     private func resumable(_ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
         guard let paused = sources[source].pausedByTakeOff else { return false }
-        return paused.accessory == accessory && now <= paused.at.advanced(byMilliseconds: resumeWindow)
+        return paused.accessory == accessories[accessory].view.id
+            && now <= paused.at.advanced(byMilliseconds: resumeWindow)
     }
 
     /// Routes `source` to `accessory`, detaching the source from any other accessory (rule 3), and sends ROUTE unless
@@ -356,7 +436,7 @@ public struct RoutingEngine: Sendable {
         output.noteRerouted(id)
         if sources[source].inForce != id {
             sources[source].inForce = id
-            issue(.routeToAccessory, to: source, accessory: accessory, reason: reason, at: now, into: &output)
+            issue(.routeToAccessory, to: source, accessory: id, reason: reason, at: now, into: &output)
         }
     }
 
@@ -373,55 +453,30 @@ public struct RoutingEngine: Sendable {
         output.noteRerouted(id)
         guard sources[source].inForce == id else { return false }
         sources[source].inForce = nil
-        issue(action, to: source, accessory: accessory, reason: reason, at: now, into: &output)
+        issue(action, to: source, accessory: id, reason: reason, at: now, into: &output)
         return true
     }
 
     private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
-        sources[source].pausedByTakeOff = PausedPlayback(accessory: accessory, at: now, activity: sources[source].activity)
+        sources[source].pausedByTakeOff = PausedPlayback(
+            accessory: accessories[accessory].view.id, at: now, activity: sources[source].activity)
         expiries.append(source: sources[source].address, expiresAt: now.advanced(byMilliseconds: resumeWindow))
     }
 
     private mutating func issue(
-        _ action: SwitchCommand.Action, to source: Int, accessory: Int, reason: SwitchCommand.Reason,
+        _ action: SwitchCommand.Action, to source: Int, accessory: AccessoryID, reason: SwitchCommand.Reason,
         at now: Timestamp, into output: inout RoutingOutput
     ) {
         sources[source].commandSequence += 1
         let sequence = sources[source].commandSequence
+        highestCommandSequence = max(highestCommandSequence, sequence)
+        // A new decision supersedes what was owed: it was made knowing those commands did not go out.
+        sources[source].owed = []
+        let address = sources[source].address
         output.commands.append(
             SwitchCommand(
-                id: Self.commandID(sources[source].commandIDPrefix, sequence), sequence: sequence,
-                source: sources[source].address, accessoryID: accessories[accessory].view.id, action: action,
-                reason: reason, issuedAt: now))
-    }
-
-    /// `prefix` and `sequence` in decimal, built in one allocation (`prefix + String(sequence)` takes two strings
-    /// and a growth, for every command).
-    static func commandID(_ prefix: String, _ sequence: UInt64) -> String {
-        var prefix = prefix
-        return prefix.withUTF8 { prefix in
-            String(unsafeUninitializedCapacity: prefix.count + 20) { buffer in
-                _ = buffer.initialize(fromContentsOf: prefix)
-                var digits = 1
-                var rest = sequence / 10
-                while rest > 0 {
-                    digits += 1
-                    rest /= 10
-                }
-                var value = sequence
-                for index in stride(from: prefix.count + digits - 1, through: prefix.count, by: -1) {
-                    buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
-                    value /= 10
-                }
-                return prefix.count + digits
-            }
-        }
-    }
-
-    /// The slot of accessory `id`: `hint` when it holds that accessory (slots are never reused), else looked up.
-    private func slot(of id: AccessoryID, hint: Int?) -> Int? {
-        if let hint, accessories.indices.contains(hint), accessories[hint].view.id == id { return hint }
-        return accessorySlots[id]
+                id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
+                accessoryID: accessory, action: action, reason: reason, issuedAt: now))
     }
 
     /// The slot of `address`, created on first sight.
@@ -429,10 +484,7 @@ public struct RoutingEngine: Sendable {
         if let slot = sourceSlots[address] { return slot }
         let slot = sources.count
         sourceSlots[address] = slot
-        sources.append(
-            SourceEntry(
-                address: address, commandIDPrefix: "\(instanceID)-\(address.topicID)-",
-                commandSequence: commandSequenceBase))
+        sources.append(SourceEntry(address: address, commandSequence: highestCommandSequence))
         return slot
     }
 
@@ -443,6 +495,50 @@ public struct RoutingEngine: Sendable {
         for address in new where !old.contains(address) {
             sources[sourceSlot(address)].listedBy.append(accessory)
         }
+    }
+
+    /// Forgets an accessory (it takes no part and has no route), moving the last entry into its slot.
+    private mutating func removeAccessory(at slot: Int) {
+        precondition(accessories[slot].routedSource == nil, "an accessory is unrouted before it is forgotten")
+        updateListings(of: slot, from: accessories[slot].view.sources, to: [])
+        accessorySlots[accessories[slot].view.id] = nil
+        let last = accessories.count - 1
+        if slot != last {
+            let moved = accessories[last]
+            accessories[slot] = moved
+            accessorySlots[moved.view.id] = slot
+            for address in moved.view.sources {
+                let source = sourceSlots[address]!
+                sources[source].listedBy = sources[source].listedBy.map { $0 == last ? slot : $0 }
+            }
+            if let source = moved.routedSource {
+                sources[source].routedAccessory = slot
+            }
+        }
+        accessories.removeLast()
+    }
+
+    /// Forgets a source that routing no longer needs: no accessory lists it, it is idle, unrouted, has no route in
+    /// force as far as the engine knows (rule 9 needs that), is not paused within the resume window and is owed
+    /// nothing. What it reported last is lost with it; its retained state comes back after a restart, and a device
+    /// reports again when it plays.
+    private mutating func pruneSource(_ address: BluetoothAddress) {
+        guard let slot = sourceSlots[address] else { return }
+        let entry = sources[slot]
+        guard entry.listedBy.isEmpty, entry.routedAccessory == nil, !entry.activity.isActive, entry.inForce == nil,
+            entry.pausedByTakeOff == nil, entry.owed.isEmpty
+        else { return }
+        sourceSlots[address] = nil
+        let last = sources.count - 1
+        if slot != last {
+            let moved = sources[last]
+            sources[slot] = moved
+            sourceSlots[moved.address] = slot
+            if let accessory = moved.routedAccessory {
+                accessories[accessory].routedSource = slot
+            }
+        }
+        sources.removeLast()
     }
 }
 
@@ -465,24 +561,26 @@ extension RoutingEngine {
         var routedAccessory: Int?
         /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
         var inForce: AccessoryID?
+        /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
+        var reportedRoute = false
         /// Rule 5's memory, for rule 4.
         var pausedByTakeOff: PausedPlayback?
-        var commandSequence: UInt64 = 0
-        /// `{engine instance}-{source}-`: a command's id is this and its sequence.
-        let commandIDPrefix: String
+        /// Commands that could not be sent, in order, until ``RoutingEngine/reconcile(at:)``.
+        var owed: [SwitchCommand] = []
+        /// The sequence of its last command.
+        var commandSequence: UInt64
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy: [Int] = []
 
-        init(address: BluetoothAddress, commandIDPrefix: String, commandSequence: UInt64) {
+        init(address: BluetoothAddress, commandSequence: UInt64) {
             self.address = address
-            self.commandIDPrefix = commandIDPrefix
             self.commandSequence = commandSequence
         }
     }
 
     struct PausedPlayback: Sendable {
-        /// The slot of the accessory it was taken off.
-        var accessory: Int
+        /// The accessory it was taken off.
+        var accessory: AccessoryID
         var at: Timestamp
         var activity: Activity
     }

@@ -6,12 +6,9 @@ public struct RoutingOutput: Hashable, Sendable {
     public var rerouted: [AccessoryID] = []
     /// When ``RoutingEngine/tick(at:)`` next has something to do, if ever.
     public var nextDeadline: Timestamp?
-    /// After ``RoutingEngine/accessoryChanged(_:at:slotHint:)``: the source now routed to that accessory (saving a lookup by
-    /// id). `nil` after the other transitions.
+    /// After ``RoutingEngine/accessoryChanged(_:at:)``: the source now routed to that accessory. `nil` after the other
+    /// transitions.
     public var routedSource: BluetoothAddress?
-    /// After ``RoutingEngine/accessoryChanged(_:at:slotHint:)``: where the engine keeps that accessory. Passed back
-    /// as the next call's `slotHint`, it spares a lookup by id. `nil` after the other transitions.
-    public var accessorySlot: Int?
 
     public init(
         commands: [SwitchCommand] = [], rerouted: [AccessoryID] = [],

@@ -29,44 +29,134 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 
 /// The answer to one AccessoryTelemetry.
 /// Topic: {root}/hubs/{hub}/accessories/{accessory}/result, QoS 1.
-public nonisolated struct Audioaccessory_V1_RequestResult: @unchecked Sendable {
+public nonisolated struct Audioaccessory_V1_RequestResult: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The request_id and sequence of the AccessoryTelemetry this answers.
-  public var requestID: String {
-    get {_storage._requestID}
-    set {_uniqueStorage()._requestID = newValue}
-  }
+  public var requestID: String = String()
 
-  public var sequence: UInt64 {
-    get {_storage._sequence}
-    set {_uniqueStorage()._sequence = newValue}
-  }
+  public var sequence: UInt64 = 0
 
   /// NONE on success, else the AudioAccessoryKit error.
-  public var error: Audioaccessory_V1_ErrorCode {
-    get {_storage._error}
-    set {_uniqueStorage()._error = newValue}
-  }
+  public var error: Audioaccessory_V1_ErrorCode = .unspecified
 
   /// A human-readable reason when error is not NONE.
-  public var message: String {
-    get {_storage._message}
-    set {_uniqueStorage()._message = newValue}
-  }
+  public var message: String = String()
 
   /// The accessory's state after the request (AccessoryControlDevice.current(for:)); absent when the
-  /// accessory is unknown to the bridge.
+  /// accessory is unknown to the requesting hub or belongs to another hub.
   public var state: Audioaccessory_V1_AccessoryState {
-    get {_storage._state ?? Audioaccessory_V1_AccessoryState()}
-    set {_uniqueStorage()._state = newValue}
+    get {_state ?? Audioaccessory_V1_AccessoryState()}
+    set {_state = newValue}
   }
   /// Returns true if `state` has been explicitly set.
-  public var hasState: Bool {_storage._state != nil}
+  public var hasState: Bool {self._state != nil}
   /// Clears the value of `state`. Subsequent reads from it will return its default value.
-  public mutating func clearState() {_uniqueStorage()._state = nil}
+  public mutating func clearState() {self._state = nil}
+
+  /// This request's sequence was processed before (MQTT redelivery, or the hub's retry, also after a restart of
+  /// the bridge): nothing changed now. When it was the last one processed, error and message repeat its original
+  /// outcome; for an older one the outcome is no longer kept: error is UNSPECIFIED and message says so. state is
+  /// the current one. A refusal never has this set.
+  public var duplicate: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _state: Audioaccessory_V1_AccessoryState? = nil
+}
+
+/// AccessoryControlDevice.current(for:), plus what the bridge knows around it.
+/// Topic: {root}/accessories/{accessory}/state, QoS 1, retained.
+public nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var accessoryID: String {
+    get {_storage._accessoryID}
+    set {_uniqueStorage()._accessoryID = newValue}
+  }
+
+  /// The hub the accessory is paired with.
+  public var hubID: String {
+    get {_storage._hubID}
+    set {_uniqueStorage()._hubID = newValue}
+  }
+
+  public var registration: Audioaccessory_V1_Registration {
+    get {_storage._registration}
+    set {_uniqueStorage()._registration = newValue}
+  }
+
+  public var name: String {
+    get {_storage._name}
+    set {_uniqueStorage()._name = newValue}
+  }
+
+  public var model: String {
+    get {_storage._model}
+    set {_uniqueStorage()._model = newValue}
+  }
+
+  public var hardwareCapabilities: [Audioaccessory_V1_Capability] {
+    get {_storage._hardwareCapabilities}
+    set {_uniqueStorage()._hardwareCapabilities = newValue}
+  }
+
+  public var configuration: Audioaccessory_V1_Configuration {
+    get {_storage._configuration ?? Audioaccessory_V1_Configuration()}
+    set {_uniqueStorage()._configuration = newValue}
+  }
+  /// Returns true if `configuration` has been explicitly set.
+  public var hasConfiguration: Bool {_storage._configuration != nil}
+  /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
+  public mutating func clearConfiguration() {_uniqueStorage()._configuration = nil}
+
+  /// The source routed to this accessory (6 bytes), or empty.
+  public var routedSource: Data {
+    get {_storage._routedSource}
+    set {_uniqueStorage()._routedSource = newValue}
+  }
+
+  /// The sequence of the last telemetry applied.
+  public var lastSequence: UInt64 {
+    get {_storage._lastSequence}
+    set {_uniqueStorage()._lastSequence = newValue}
+  }
+
+  public var updatedAtUnixMs: Int64 {
+    get {_storage._updatedAtUnixMs}
+    set {_uniqueStorage()._updatedAtUnixMs = newValue}
+  }
+
+  /// The accessory's hub is offline: its data may be out of date and it takes no part in routing.
+  public var stale: Bool {
+    get {_storage._stale}
+    set {_uniqueStorage()._stale = newValue}
+  }
+
+  /// Human-readable warnings about common integration mistakes.
+  public var diagnostics: [String] {
+    get {_storage._diagnostics}
+    set {_uniqueStorage()._diagnostics = newValue}
+  }
+
+  /// The outcome of the telemetry numbered last_sequence, so that its retry is answered the same way even after
+  /// a restart of the bridge: NONE when it succeeded, else its error (UNSPECIFIED while no telemetry carried a
+  /// sequence), and the error's reason.
+  public var lastError: Audioaccessory_V1_ErrorCode {
+    get {_storage._lastError}
+    set {_uniqueStorage()._lastError = newValue}
+  }
+
+  public var lastErrorMessage: String {
+    get {_storage._lastErrorMessage}
+    set {_uniqueStorage()._lastErrorMessage = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -75,70 +165,88 @@ public nonisolated struct Audioaccessory_V1_RequestResult: @unchecked Sendable {
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
-/// AccessoryControlDevice.current(for:), plus what the bridge knows around it.
-/// Topic: {root}/accessories/{accessory}/state, QoS 1, retained.
-public nonisolated struct Audioaccessory_V1_AccessoryState: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  public var accessoryID: String = String()
-
-  /// The hub the accessory is paired with.
-  public var hubID: String = String()
-
-  public var registration: Audioaccessory_V1_Registration = .unspecified
-
-  public var name: String = String()
-
-  public var model: String = String()
-
-  public var hardwareCapabilities: [Audioaccessory_V1_Capability] = []
-
-  public var configuration: Audioaccessory_V1_Configuration {
-    get {_configuration ?? Audioaccessory_V1_Configuration()}
-    set {_configuration = newValue}
-  }
-  /// Returns true if `configuration` has been explicitly set.
-  public var hasConfiguration: Bool {self._configuration != nil}
-  /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
-  public mutating func clearConfiguration() {self._configuration = nil}
-
-  /// The source routed to this accessory (6 bytes), or empty.
-  public var routedSource: Data = Data()
-
-  /// The sequence of the last telemetry applied.
-  public var lastSequence: UInt64 = 0
-
-  public var updatedAtUnixMs: Int64 = 0
-
-  /// The accessory's hub is offline: its data may be out of date and it takes no part in routing.
-  public var stale: Bool = false
-
-  /// Human-readable warnings about common integration mistakes.
-  public var diagnostics: [String] = []
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-
-  fileprivate var _configuration: Audioaccessory_V1_Configuration? = nil
-}
-
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RequestResult"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0\u{1}duplicate\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.requestID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.error) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.message) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._state) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.duplicate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.requestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.requestID, fieldNumber: 1)
+    }
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 2)
+    }
+    if self.error != .unspecified {
+      try visitor.visitSingularEnumField(value: self.error, fieldNumber: 3)
+    }
+    if !self.message.isEmpty {
+      try visitor.visitSingularStringField(value: self.message, fieldNumber: 4)
+    }
+    try { if let v = self._state {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    if self.duplicate != false {
+      try visitor.visitSingularBoolField(value: self.duplicate, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Audioaccessory_V1_RequestResult, rhs: Audioaccessory_V1_RequestResult) -> Bool {
+    if lhs.requestID != rhs.requestID {return false}
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.message != rhs.message {return false}
+    if lhs._state != rhs._state {return false}
+    if lhs.duplicate != rhs.duplicate {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AccessoryState"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0")
 
   fileprivate class _StorageClass {
-    var _requestID: String = String()
-    var _sequence: UInt64 = 0
-    var _error: Audioaccessory_V1_ErrorCode = .unspecified
-    var _message: String = String()
-    var _state: Audioaccessory_V1_AccessoryState? = nil
+    var _accessoryID: String = String()
+    var _hubID: String = String()
+    var _registration: Audioaccessory_V1_Registration = .unspecified
+    var _name: String = String()
+    var _model: String = String()
+    var _hardwareCapabilities: [Audioaccessory_V1_Capability] = []
+    var _configuration: Audioaccessory_V1_Configuration? = nil
+    var _routedSource: Data = Data()
+    var _lastSequence: UInt64 = 0
+    var _updatedAtUnixMs: Int64 = 0
+    var _stale: Bool = false
+    var _diagnostics: [String] = []
+    var _lastError: Audioaccessory_V1_ErrorCode = .unspecified
+    var _lastErrorMessage: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -149,11 +257,20 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
     private init() {}
 
     init(copying source: _StorageClass) {
-      _requestID = source._requestID
-      _sequence = source._sequence
-      _error = source._error
-      _message = source._message
-      _state = source._state
+      _accessoryID = source._accessoryID
+      _hubID = source._hubID
+      _registration = source._registration
+      _name = source._name
+      _model = source._model
+      _hardwareCapabilities = source._hardwareCapabilities
+      _configuration = source._configuration
+      _routedSource = source._routedSource
+      _lastSequence = source._lastSequence
+      _updatedAtUnixMs = source._updatedAtUnixMs
+      _stale = source._stale
+      _diagnostics = source._diagnostics
+      _lastError = source._lastError
+      _lastErrorMessage = source._lastErrorMessage
     }
   }
 
@@ -172,11 +289,20 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
         // allocates stack space for every case branch when no optimizations are
         // enabled. https://github.com/apple/swift-protobuf/issues/1034
         switch fieldNumber {
-        case 1: try { try decoder.decodeSingularStringField(value: &_storage._requestID) }()
-        case 2: try { try decoder.decodeSingularUInt64Field(value: &_storage._sequence) }()
-        case 3: try { try decoder.decodeSingularEnumField(value: &_storage._error) }()
-        case 4: try { try decoder.decodeSingularStringField(value: &_storage._message) }()
-        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._state) }()
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._accessoryID) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._hubID) }()
+        case 3: try { try decoder.decodeSingularEnumField(value: &_storage._registration) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._name) }()
+        case 5: try { try decoder.decodeSingularStringField(value: &_storage._model) }()
+        case 6: try { try decoder.decodeRepeatedEnumField(value: &_storage._hardwareCapabilities) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._configuration) }()
+        case 8: try { try decoder.decodeSingularBytesField(value: &_storage._routedSource) }()
+        case 9: try { try decoder.decodeSingularUInt64Field(value: &_storage._lastSequence) }()
+        case 10: try { try decoder.decodeSingularInt64Field(value: &_storage._updatedAtUnixMs) }()
+        case 11: try { try decoder.decodeSingularBoolField(value: &_storage._stale) }()
+        case 12: try { try decoder.decodeRepeatedStringField(value: &_storage._diagnostics) }()
+        case 13: try { try decoder.decodeSingularEnumField(value: &_storage._lastError) }()
+        case 14: try { try decoder.decodeSingularStringField(value: &_storage._lastErrorMessage) }()
         default: break
         }
       }
@@ -189,128 +315,75 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
       // allocates stack space for every if/case branch local when no optimizations
       // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
       // https://github.com/apple/swift-protobuf/issues/1182
-      if !_storage._requestID.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._requestID, fieldNumber: 1)
+      if !_storage._accessoryID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._accessoryID, fieldNumber: 1)
       }
-      if _storage._sequence != 0 {
-        try visitor.visitSingularUInt64Field(value: _storage._sequence, fieldNumber: 2)
+      if !_storage._hubID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._hubID, fieldNumber: 2)
       }
-      if _storage._error != .unspecified {
-        try visitor.visitSingularEnumField(value: _storage._error, fieldNumber: 3)
+      if _storage._registration != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._registration, fieldNumber: 3)
       }
-      if !_storage._message.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._message, fieldNumber: 4)
+      if !_storage._name.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._name, fieldNumber: 4)
       }
-      try { if let v = _storage._state {
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      if !_storage._model.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._model, fieldNumber: 5)
+      }
+      if !_storage._hardwareCapabilities.isEmpty {
+        try visitor.visitPackedEnumField(value: _storage._hardwareCapabilities, fieldNumber: 6)
+      }
+      try { if let v = _storage._configuration {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
       } }()
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Audioaccessory_V1_RequestResult, rhs: Audioaccessory_V1_RequestResult) -> Bool {
-    if lhs._storage !== rhs._storage {
-      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
-        let _storage = _args.0
-        let rhs_storage = _args.1
-        if _storage._requestID != rhs_storage._requestID {return false}
-        if _storage._sequence != rhs_storage._sequence {return false}
-        if _storage._error != rhs_storage._error {return false}
-        if _storage._message != rhs_storage._message {return false}
-        if _storage._state != rhs_storage._state {return false}
-        return true
+      if !_storage._routedSource.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._routedSource, fieldNumber: 8)
       }
-      if !storagesAreEqual {return false}
-    }
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".AccessoryState"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.accessoryID) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.hubID) }()
-      case 3: try { try decoder.decodeSingularEnumField(value: &self.registration) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.name) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.model) }()
-      case 6: try { try decoder.decodeRepeatedEnumField(value: &self.hardwareCapabilities) }()
-      case 7: try { try decoder.decodeSingularMessageField(value: &self._configuration) }()
-      case 8: try { try decoder.decodeSingularBytesField(value: &self.routedSource) }()
-      case 9: try { try decoder.decodeSingularUInt64Field(value: &self.lastSequence) }()
-      case 10: try { try decoder.decodeSingularInt64Field(value: &self.updatedAtUnixMs) }()
-      case 11: try { try decoder.decodeSingularBoolField(value: &self.stale) }()
-      case 12: try { try decoder.decodeRepeatedStringField(value: &self.diagnostics) }()
-      default: break
+      if _storage._lastSequence != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._lastSequence, fieldNumber: 9)
       }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.accessoryID.isEmpty {
-      try visitor.visitSingularStringField(value: self.accessoryID, fieldNumber: 1)
-    }
-    if !self.hubID.isEmpty {
-      try visitor.visitSingularStringField(value: self.hubID, fieldNumber: 2)
-    }
-    if self.registration != .unspecified {
-      try visitor.visitSingularEnumField(value: self.registration, fieldNumber: 3)
-    }
-    if !self.name.isEmpty {
-      try visitor.visitSingularStringField(value: self.name, fieldNumber: 4)
-    }
-    if !self.model.isEmpty {
-      try visitor.visitSingularStringField(value: self.model, fieldNumber: 5)
-    }
-    if !self.hardwareCapabilities.isEmpty {
-      try visitor.visitPackedEnumField(value: self.hardwareCapabilities, fieldNumber: 6)
-    }
-    try { if let v = self._configuration {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    } }()
-    if !self.routedSource.isEmpty {
-      try visitor.visitSingularBytesField(value: self.routedSource, fieldNumber: 8)
-    }
-    if self.lastSequence != 0 {
-      try visitor.visitSingularUInt64Field(value: self.lastSequence, fieldNumber: 9)
-    }
-    if self.updatedAtUnixMs != 0 {
-      try visitor.visitSingularInt64Field(value: self.updatedAtUnixMs, fieldNumber: 10)
-    }
-    if self.stale != false {
-      try visitor.visitSingularBoolField(value: self.stale, fieldNumber: 11)
-    }
-    if !self.diagnostics.isEmpty {
-      try visitor.visitRepeatedStringField(value: self.diagnostics, fieldNumber: 12)
+      if _storage._updatedAtUnixMs != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._updatedAtUnixMs, fieldNumber: 10)
+      }
+      if _storage._stale != false {
+        try visitor.visitSingularBoolField(value: _storage._stale, fieldNumber: 11)
+      }
+      if !_storage._diagnostics.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._diagnostics, fieldNumber: 12)
+      }
+      if _storage._lastError != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._lastError, fieldNumber: 13)
+      }
+      if !_storage._lastErrorMessage.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._lastErrorMessage, fieldNumber: 14)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Audioaccessory_V1_AccessoryState, rhs: Audioaccessory_V1_AccessoryState) -> Bool {
-    if lhs.accessoryID != rhs.accessoryID {return false}
-    if lhs.hubID != rhs.hubID {return false}
-    if lhs.registration != rhs.registration {return false}
-    if lhs.name != rhs.name {return false}
-    if lhs.model != rhs.model {return false}
-    if lhs.hardwareCapabilities != rhs.hardwareCapabilities {return false}
-    if lhs._configuration != rhs._configuration {return false}
-    if lhs.routedSource != rhs.routedSource {return false}
-    if lhs.lastSequence != rhs.lastSequence {return false}
-    if lhs.updatedAtUnixMs != rhs.updatedAtUnixMs {return false}
-    if lhs.stale != rhs.stale {return false}
-    if lhs.diagnostics != rhs.diagnostics {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._accessoryID != rhs_storage._accessoryID {return false}
+        if _storage._hubID != rhs_storage._hubID {return false}
+        if _storage._registration != rhs_storage._registration {return false}
+        if _storage._name != rhs_storage._name {return false}
+        if _storage._model != rhs_storage._model {return false}
+        if _storage._hardwareCapabilities != rhs_storage._hardwareCapabilities {return false}
+        if _storage._configuration != rhs_storage._configuration {return false}
+        if _storage._routedSource != rhs_storage._routedSource {return false}
+        if _storage._lastSequence != rhs_storage._lastSequence {return false}
+        if _storage._updatedAtUnixMs != rhs_storage._updatedAtUnixMs {return false}
+        if _storage._stale != rhs_storage._stale {return false}
+        if _storage._diagnostics != rhs_storage._diagnostics {return false}
+        if _storage._lastError != rhs_storage._lastError {return false}
+        if _storage._lastErrorMessage != rhs_storage._lastErrorMessage {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -17,6 +17,15 @@ extension Audioaccessory_V1_AccessoryState {
         updatedAtUnixMs = accessory.updatedAt.unixMilliseconds
         stale = accessory.isStale
         diagnostics = accessory.diagnostics.map(\.description)
+        if accessory.lastSequence != 0 {
+            lastError = .init(accessory.lastError?.code)
+            lastErrorMessage = accessory.lastError?.reason ?? ""
+        }
+    }
+
+    /// The published form of `state`.
+    public init(_ state: AccessoryState) {
+        self.init(state.accessory, routedSource: state.routedSource)
     }
 }
 
@@ -41,8 +50,20 @@ extension Audioaccessory_V1_AccessoryState {
         return Accessory(
             id: id, hub: hub, registration: registration, name: name, model: model,
             hardwareCapabilities: try hardwareCapabilities.capabilities(field: "hardware_capabilities"),
-            configuration: try configuration.configuration(), lastSequence: lastSequence, updatedAt: updatedAt,
+            configuration: try configuration.configuration(), lastSequence: lastSequence,
+            lastError: lastError == .none || lastError == .unspecified
+                ? nil : AccessoryControlError(lastError.code ?? .unknown, reason: lastErrorMessage),
+            updatedAt: updatedAt,
             registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
             diagnostics: known.filter { diagnostics.contains($0.description) })
+    }
+}
+
+extension Audioaccessory_V1_AccessoryState {
+    /// The state this message publishes, to continue from it after a restart (see
+    /// ``accessory(restoredAt:gracePeriod:)``); a routed source that is not 6 bytes reads as none.
+    public func state(restoredAt now: Timestamp, gracePeriod: Duration) throws(AccessoryControlError) -> AccessoryState {
+        AccessoryState(
+            try accessory(restoredAt: now, gracePeriod: gracePeriod), routedSource: BluetoothAddress(bytes: routedSource))
     }
 }

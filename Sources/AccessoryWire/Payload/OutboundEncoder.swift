@@ -39,7 +39,8 @@ public enum OutboundEncoder {
             + accessory.id.rawValue.utf8.count + accessory.hub.rawValue.utf8.count + accessory.name.utf8.count
             + accessory.model.utf8.count + (accessory.configuration.primaryAudioSourceDeviceIdentifier?.count ?? 0)
             + (accessory.configuration.secondaryAudioSourceDeviceIdentifier?.count ?? 0)
-            + diagnostics.reduce(0) { $0 + $1.utf8.count }
+            + diagnostics.reduce(0) { $0 + $1.utf8.count } + ProtobufWriter.fieldOverhead * 2
+            + (accessory.lastError?.reason.utf8.count ?? 0)
         return ProtobufWriter.write(bound: bound) { writer in
             writer.string(1, accessory.id.rawValue)
             writer.string(2, accessory.hub.rawValue)
@@ -60,6 +61,10 @@ public enum OutboundEncoder {
             writer.int64(10, accessory.updatedAt.unixMilliseconds)
             writer.bool(11, accessory.isStale)
             for diagnostic in diagnostics { writer.element(12, diagnostic) }
+            if accessory.lastSequence != 0 {
+                writer.enumeration(13, Audioaccessory_V1_ErrorCode(accessory.lastError?.code))
+                if let error = accessory.lastError { writer.string(14, error.reason) }
+            }
         }
     }
 

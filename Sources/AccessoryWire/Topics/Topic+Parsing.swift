@@ -40,6 +40,14 @@ extension Topic {
                     guard count < maximumLevels else { return notInContract }
                     count += 1
                     starts[count] = index + 1
+                    // A responses topic's name is everything after `hubs/{hub}/responses/`, levels and all.
+                    if count == 3, index < bytes.count,
+                        Levels(bytes: bytes, starts: starts, count: count).isResponsesPrefix
+                    {
+                        count = 4
+                        starts[count] = bytes.count + 1
+                        break
+                    }
                 }
                 index += 1
             }
@@ -69,6 +77,9 @@ extension Topic {
         }
 
         func text(_ index: Int) -> String { String(decoding: level(index), as: UTF8.self) }
+
+        /// `hubs/{hub}/responses`.
+        var isResponsesPrefix: Bool { count >= 3 && `is`(0, "hubs") && `is`(2, "responses") }
     }
 
     private static func parse(_ levels: Levels) -> Result<Topic, Failure> {
@@ -87,6 +98,12 @@ extension Topic {
             return source(levels, 1).map { .sourceState(source: $0) }
         case 3 where levels.is(0, "sources") && levels.is(2, "commands"):
             return source(levels, 1).map { .sourceCommands(source: $0) }
+        case 4 where levels.isResponsesPrefix:
+            let name = levels.level(3)
+            guard !name.isEmpty, !name.contains(UInt8(ascii: "+")), !name.contains(UInt8(ascii: "#")) else {
+                return .failure(Failure(reason: "a response topic's name must be neither empty nor hold a wildcard"))
+            }
+            return hub(levels, 1).map { .responses(hub: $0, name: levels.text(3)) }
         case 2 where levels.is(0, "bridge") && levels.is(1, "status"):
             return .success(.bridgeStatus)
         default:

@@ -12,14 +12,20 @@ struct MosquittoHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
+/// The handler of a client's network thread.
+// @unchecked Sendable: `handler` is written once, by MQTTClient.start() before it creates the network thread (which
+// orders the write before everything the thread does), and read only on that thread, and by release() after it ended.
+final class LoopContext: @unchecked Sendable {
+    var handler: (any MQTTClientHandler)?
+}
+
 /// Everything an ``MQTTClient`` shares with its network thread and libmosquitto's callbacks; it is the `obj`
 /// userdata of `mosquitto_new`, retained through `Unmanaged` until ``release()``.
 final class ClientCore: Sendable {
     let configuration: MQTTConfiguration
     let logger: Logger
-    let onMessage: @Sendable (MQTTMessage) -> Void
-    let onEvent: @Sendable (MQTTEvent) -> Void
-    let onClose: @Sendable () -> Void
+    /// The handler, given to ``MQTTClient/start(_:)`` before the network thread starts and called only on it.
+    let loop = LoopContext()
     let handle: MosquittoHandle
     let state = Mutex(ClientState())
     /// `true` while `handle` may be used by API calls; held during each such call, so that ``release()`` waits
@@ -28,17 +34,11 @@ final class ClientCore: Sendable {
     /// Wakes the network thread from its wait between reconnection attempts.
     let wakeUp = DispatchSemaphore(value: 0)
 
-    init(
-        configuration: MQTTConfiguration, logger: Logger, onMessage: @escaping @Sendable (MQTTMessage) -> Void,
-        onEvent: @escaping @Sendable (MQTTEvent) -> Void, onClose: @escaping @Sendable () -> Void
-    ) throws(MQTTError) {
+    init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
-        self.onMessage = onMessage
-        self.onEvent = onEvent
-        self.onClose = onClose
         handle = try MosquittoHandle.make(configuration)
         // From here on libmosquitto holds a reference: balanced in release().
         mosquitto_user_data_set(handle.pointer, Unmanaged.passRetained(self).toOpaque())
@@ -68,7 +68,13 @@ final class ClientCore: Sendable {
             mosquitto_destroy(handle.pointer)
         }
         Unmanaged.passUnretained(self).release()
-        onClose()
+        loop.handler?.closed()
+        // The handler often holds the client: let go of it.
+        loop.handler = nil
+    }
+
+    private func onEvent(_ event: MQTTEvent) {
+        loop.handler?.event(event)
     }
 
     // MARK: Subscriptions
@@ -177,10 +183,12 @@ final class ClientCore: Sendable {
     }
 
     private func disconnected(code: Int32) {
-        let (wasConnected, requested) = state.withLock { state in
+        let (wasConnected, requested, drained) = state.withLock { state in
             defer { state.isConnected = false }
-            return (state.isConnected, state.stopRequested)
+            // Nothing is acknowledged without a connection: whoever waits for that stops waiting.
+            return (state.isConnected, state.stopRequested, state.drainWaiters.removeAll())
         }
+        for waiter in drained { waiter.resume() }
         guard wasConnected else {
             logger.debug("MQTT connection attempt ended", metadata: ["mqtt.code": "\(code)"])
             return
@@ -202,7 +210,7 @@ final class ClientCore: Sendable {
             } else {
                 []
             }
-        onMessage(
+        loop.handler?.received(
             MQTTMessage(
                 topic: String(cString: message.topic),
                 payload: payload,
@@ -223,6 +231,10 @@ final class ClientCore: Sendable {
     }
 
     private func published(mid: Int32, reason: Int32) {
+        let drained = state.withLock { state in
+            state.unacknowledged.remove(mid) != nil && state.unacknowledged.isEmpty ? state.drainWaiters.removeAll() : []
+        }
+        for waiter in drained { waiter.resume() }
         guard reason >= 0x80 else { return }
         logger.warning(
             "MQTT publish refused by the broker",
@@ -258,6 +270,7 @@ final class ClientCore: Sendable {
     /// libmosquitto and sent again by `mosquitto_reconnect`, also after a failed first attempt.
     func runNetworkLoop() {
         let pointer = handle.pointer
+        wakeHandlerIfDue()
         var failure = connectFirst(pointer)
         var delay = configuration.reconnectDelay
         while true {
@@ -280,7 +293,7 @@ final class ClientCore: Sendable {
             guard let resetBackoff else { break }
             if resetBackoff { delay = configuration.reconnectDelay }
             logger.debug("MQTT reconnecting after a delay", metadata: ["mqtt.delay": "\(delay)"])
-            _ = wakeUp.wait(timeout: .now() + .nanoseconds(nanoseconds(delay)))
+            waitBeforeReconnecting(delay)
             if stopRequested { break }
             delay = min(delay * 2, max(configuration.maximumReconnectDelay, configuration.reconnectDelay))
             let rc = mosquitto_reconnect(pointer)
@@ -312,7 +325,8 @@ final class ClientCore: Sendable {
         var stopDeadline: ContinuousClock.Instant?
         var rc = MosquittoLibrary.success
         while rc == MosquittoLibrary.success {
-            rc = mosquitto_loop(pointer, 1000, 1)
+            rc = mosquitto_loop(pointer, loopTimeoutMilliseconds(), 1)
+            wakeHandlerIfDue()
             guard rc == MosquittoLibrary.success, stopRequested else { continue }
             if let stopDeadline {
                 if ContinuousClock.now >= stopDeadline {
@@ -334,6 +348,31 @@ final class ClientCore: Sendable {
         }
     }
 
+    /// How long `mosquitto_loop` may wait in `select`: a second, or less when the handler's wake-up is sooner.
+    private func loopTimeoutMilliseconds() -> Int32 {
+        guard let wait = loop.handler?.timeUntilWake() else { return 1000 }
+        return Int32(clamping: max(0, min(1000, (wait + .microseconds(999)).wholeMillisecondsRoundedDown)))
+    }
+
+    /// Calls the handler's `wake()` when its wake-up time came.
+    private func wakeHandlerIfDue() {
+        guard let handler = loop.handler, let wait = handler.timeUntilWake(), wait <= .zero else { return }
+        handler.wake()
+    }
+
+    /// Waits `delay` before the next connection attempt (less when a stop is requested), waking the handler when
+    /// its time comes meanwhile.
+    private func waitBeforeReconnecting(_ delay: Duration) {
+        let end = ContinuousClock.now + delay
+        while !stopRequested {
+            let remaining = end - ContinuousClock.now
+            guard remaining > .zero else { return }
+            let wait = min(remaining, max(.zero, loop.handler?.timeUntilWake() ?? remaining))
+            _ = wakeUp.wait(timeout: .now() + .nanoseconds(nanoseconds(wait)))
+            wakeHandlerIfDue()
+        }
+    }
+
     private func loopExited() {
         let (waiters, release) = state.withLock { state in
             state.loopExited = true
@@ -348,6 +387,13 @@ final class ClientCore: Sendable {
 /// MQTT keep-alive in whole seconds; libmosquitto requires at least 5.
 func keepAliveSeconds(_ keepAlive: Duration) -> Int32 {
     Int32(clamping: max(5, min(Int64(UInt16.max), keepAlive.components.seconds)))
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded toward zero.
+    var wholeMillisecondsRoundedDown: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
 }
 
 private func nanoseconds(_ duration: Duration) -> Int {
@@ -382,23 +428,23 @@ extension MosquittoHandle {
             throw MQTTError.library(MosquittoLibrary.errno)
         }
         do {
-            try check(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5))
+            try MosquittoLibrary.check(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5))
             // Our own thread runs the loop: packets from other threads are queued, and the loop woken.
-            try check(mosquitto_threaded_set(pointer, true))
-            try check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, configuration.tcpNoDelay ? 1 : 0))
-            try check(
+            try MosquittoLibrary.check(mosquitto_threaded_set(pointer, true))
+            try MosquittoLibrary.check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, configuration.tcpNoDelay ? 1 : 0))
+            try MosquittoLibrary.check(
                 mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maximumInflightMessages))
             )
-            try check(
+            try MosquittoLibrary.check(
                 mosquitto_int_option(
                     pointer, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.maximumIncomingInflightMessages)
                 )
             )
             if configuration.username != nil || configuration.password != nil {
-                try check(mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
+                try MosquittoLibrary.check(mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
             }
             if let tls = configuration.tls {
-                try check(mosquitto_tls_set(pointer, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil))
+                try MosquittoLibrary.check(mosquitto_tls_set(pointer, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil))
             }
             if let will = configuration.will {
                 try setWill(will, on: pointer)
@@ -443,8 +489,4 @@ func validateSubscriptionFilter(_ filter: String) throws(MQTTError) {
     guard length > 0, mosquitto_sub_topic_check2(filter, length) == MosquittoLibrary.success else {
         throw MQTTError.invalidArgument("invalid subscription filter: \"\(filter)\"")
     }
-}
-
-private func check(_ rc: Int32) throws(MQTTError) {
-    guard rc == MosquittoLibrary.success else { throw MQTTError.library(rc) }
 }

@@ -36,6 +36,11 @@ struct ClientState {
     /// libmosquitto gave it (the network thread can be that fast).
     var earlySubacks: [Int32: [Int32]] = [:]
 
+    /// Message ids of QoS > 0 messages libmosquitto took and the broker has not acknowledged yet.
+    var unacknowledged: Set<Int32> = []
+    /// Tasks waiting until `unacknowledged` is empty (or the connection is gone).
+    var drainWaiters = Waiters<Void>()
+
     var connectionWaiters = Waiters<Result<Void, MQTTError>>()
     var loopExitWaiters = Waiters<Void>()
 

@@ -24,6 +24,11 @@ enum MosquittoLibrary {
     /// `INVALID_SOCKET`: what `mosquitto_socket` returns when there is no connection.
     static let invalidSocket: Int32 = -1
 
+    /// Throws the ``MQTTError`` of a libmosquitto return code other than success.
+    static func check(_ code: Int32) throws(MQTTError) {
+        guard code == success else { throw MQTTError.library(code) }
+    }
+
     /// The text of a `MOSQ_ERR_*` code.
     static func errorText(_ code: Int32) -> String {
         String(cString: mosquitto_strerror(code))

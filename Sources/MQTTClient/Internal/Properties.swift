@@ -19,10 +19,10 @@ struct OutgoingProperties: ~Copyable {
         if properties == .none { return }
         do throws(MQTTError) {
             if let contentType = properties.contentType {
-                try check(mosquitto_property_add_string(&list, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), contentType))
+                try MosquittoLibrary.check(mosquitto_property_add_string(&list, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), contentType))
             }
             if let responseTopic = properties.responseTopic {
-                try check(mosquitto_property_add_string(&list, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic))
+                try MosquittoLibrary.check(mosquitto_property_add_string(&list, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic))
             }
             if let correlationData = properties.correlationData {
                 guard correlationData.count <= Int(UInt16.max) else {
@@ -33,17 +33,17 @@ struct OutgoingProperties: ~Copyable {
                         &list, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), bytes.baseAddress, UInt16(bytes.count)
                     )
                 }
-                try check(rc)
+                try MosquittoLibrary.check(rc)
             }
             if let messageExpiry = properties.messageExpiry {
-                try check(
+                try MosquittoLibrary.check(
                     mosquitto_property_add_int32(
                         &list, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), wholeSeconds(messageExpiry)
                     )
                 )
             }
             for property in properties.userProperties {
-                try check(
+                try MosquittoLibrary.check(
                     mosquitto_property_add_string_pair(
                         &list, Int32(MQTT_PROP_USER_PROPERTY.rawValue), property.name, property.value
                     )
@@ -66,10 +66,6 @@ struct OutgoingProperties: ~Copyable {
         var list = self.list
         mosquitto_property_free_all(&list)
     }
-}
-
-private func check(_ rc: Int32) throws(MQTTError) {
-    guard rc == MosquittoLibrary.success else { throw MQTTError.library(rc) }
 }
 
 /// A duration as MQTT's 32-bit whole seconds (fractions dropped, clamped to the range).

@@ -97,7 +97,7 @@ void   audioaccessory__v1__accessory_state__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__accessory_state__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_descriptors[5] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_descriptors[6] =
 {
   {
     "request_id",
@@ -159,8 +159,21 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "duplicate",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RequestResult, duplicate),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__request_result__field_indices_by_name[] = {
+  5,   /* field[5] = duplicate */
   2,   /* field[2] = error */
   3,   /* field[3] = message */
   0,   /* field[0] = request_id */
@@ -170,7 +183,7 @@ static const unsigned audioaccessory__v1__request_result__field_indices_by_name[
 static const ProtobufCIntRange audioaccessory__v1__request_result__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor =
 {
@@ -180,14 +193,14 @@ const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor 
   "Audioaccessory__V1__RequestResult",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__RequestResult),
-  5,
+  6,
   audioaccessory__v1__request_result__field_descriptors,
   audioaccessory__v1__request_result__field_indices_by_name,
   1,  audioaccessory__v1__request_result__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__request_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[12] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[14] =
 {
   {
     "accessory_id",
@@ -333,6 +346,30 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "last_error",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, last_error),
+    &audioaccessory__v1__error_code__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_error_message",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, last_error_message),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name[] = {
   0,   /* field[0] = accessory_id */
@@ -340,6 +377,8 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
   11,   /* field[11] = diagnostics */
   5,   /* field[5] = hardware_capabilities */
   1,   /* field[1] = hub_id */
+  12,   /* field[12] = last_error */
+  13,   /* field[13] = last_error_message */
   8,   /* field[8] = last_sequence */
   4,   /* field[4] = model */
   3,   /* field[3] = name */
@@ -351,7 +390,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
 static const ProtobufCIntRange audioaccessory__v1__accessory_state__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor =
 {
@@ -361,7 +400,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor
   "Audioaccessory__V1__AccessoryState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__AccessoryState),
-  12,
+  14,
   audioaccessory__v1__accessory_state__field_descriptors,
   audioaccessory__v1__accessory_state__field_indices_by_name,
   1,  audioaccessory__v1__accessory_state__number_ranges,

@@ -47,13 +47,20 @@ struct  Audioaccessory__V1__RequestResult
   char *message;
   /*
    * The accessory's state after the request (AccessoryControlDevice.current(for:)); absent when the
-   * accessory is unknown to the bridge.
+   * accessory is unknown to the requesting hub or belongs to another hub.
    */
   Audioaccessory__V1__AccessoryState *state;
+  /*
+   * This request's sequence was processed before (MQTT redelivery, or the hub's retry, also after a restart of
+   * the bridge): nothing changed now. When it was the last one processed, error and message repeat its original
+   * outcome; for an older one the outcome is no longer kept: error is UNSPECIFIED and message says so. state is
+   * the current one. A refusal never has this set.
+   */
+  protobuf_c_boolean duplicate;
 };
 #define AUDIOACCESSORY__V1__REQUEST_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__request_result__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, 0, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 /*
@@ -92,10 +99,17 @@ struct  Audioaccessory__V1__AccessoryState
    */
   size_t n_diagnostics;
   char **diagnostics;
+  /*
+   * The outcome of the telemetry numbered last_sequence, so that its retry is answered the same way even after
+   * a restart of the bridge: NONE when it succeeded, else its error (UNSPECIFIED while no telemetry carried a
+   * sequence), and the error's reason.
+   */
+  Audioaccessory__V1__ErrorCode last_error;
+  char *last_error_message;
 };
 #define AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__accessory_state__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string }
 
 
 /* Audioaccessory__V1__RequestResult methods */

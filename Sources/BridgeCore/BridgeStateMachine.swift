@@ -1,0 +1,240 @@
+import AccessoryModel
+
+/// Everything the bridge decides, as one pure state machine: each event and the time go in, the actions to run come
+/// out (``BridgeAction``), in order. It owns every accessory (``AccessoryStateMachine``'s semantics, ownership by
+/// hub, sequences), the routing engine, the rate limit of rebirth requests, the deadlines, and what could not be sent.
+///
+/// It never reads a clock and performs no I/O: the bridge decodes a message, calls one transition, and publishes
+/// what comes back (postgres-nio's `ConnectionStateMachine` is the model). One owner calls it, one event at a time.
+///
+/// Its state is a function of the events of its accessories and sources alone, so the accessories of a fleet could be
+/// split between several machines (each with its own MQTT session), by accessory, without changing it.
+public struct BridgeStateMachine: Sendable {
+    /// Limits and timings.
+    public struct Policy: Hashable, Sendable {
+        public var accessory = AccessoryStateMachine.Policy()
+        public var routing = RoutingEngine.Policy()
+        /// At most one rebirth request per accessory per interval, however many gaps its telemetry shows.
+        public var rebirthInterval: Duration = .seconds(10)
+
+        public init() {}
+    }
+
+    public let policy: Policy
+    private var store = AccessoryStore()
+    private var routing: RoutingEngine
+    private var agenda = Agenda()
+    /// When each accessory's hub was last asked for a rebirth (only recent ones are kept).
+    private var rebirths = RecentRebirths()
+    /// Accessories whose latest state could not be published, to publish on reconnection.
+    private var unpublished: Set<AccessoryID> = []
+
+    /// - Parameters:
+    ///   - instanceID: distinguishes this run's command ids from other runs'.
+    ///   - commandSequenceBase: commands are numbered from here up (see ``RoutingEngine/commandSequenceBase``).
+    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
+        self.policy = policy
+        routing = RoutingEngine(policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase)
+    }
+
+    // MARK: - Queries
+
+    /// What the bridge publishes about `id`, if it knows it.
+    public func state(of id: AccessoryID) -> AccessoryState? {
+        store[id].map { AccessoryState($0, routedSource: routing.routedSource(for: id)) }
+    }
+
+    /// How many accessories the bridge keeps.
+    public var accessoryCount: Int { store.count }
+
+    /// How many accessories and sources the routing engine keeps (see ``RoutingEngine/footprint``).
+    public var routingFootprint: (accessories: Int, sources: Int) { routing.footprint }
+
+    /// When ``tick(at:)`` next has something to do, if ever.
+    public var nextDeadline: Timestamp? { agenda.earliest }
+
+    // MARK: - Events
+
+    /// One telemetry message from `hub` about accessory `id`: its request, or the error that answers it when the
+    /// message could not be read as a request (then with the sequence it carried, or 0 when unreadable).
+    ///
+    /// Actions: the commands routing issues, the accessory's state when it changed, the answer, the states of other
+    /// accessories whose route changed, and a rebirth request when the sequence shows a gap.
+    public mutating func telemetry(
+        _ request: Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, from hub: HubID,
+        about id: AccessoryID, at now: Timestamp
+    ) -> [BridgeAction] {
+        var machine = self.machine(for: id)
+        let deadline = machine.nextDeadline
+        let outcome = machine.process(request, sequence: sequence, from: hub, at: now)
+        guard let accessory = machine.accessory else {
+            // Only a pairing brings an accessory to life: a request about an unknown one leaves nothing behind.
+            return [.answer(.init(outcome.result, state: nil))]
+        }
+        var actions: [BridgeAction] = []
+        var rerouted: [AccessoryID] = []
+        if outcome.stateChanged {
+            store.save(accessory)
+            if case .applied = outcome.result {
+                rerouted = route(accessory, at: now, into: &actions)
+            }
+            scheduleDiagnostics(of: machine, before: deadline)
+        }
+        let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
+        if outcome.stateChanged {
+            actions.append(.publishState(state))
+        }
+        actions.append(.answer(.init(outcome.result, state: outcome.requesterOwns ? state : nil)))
+        publishStates(of: rerouted, except: id, into: &actions)
+        if let missing = outcome.gap, rebirths.allow(id, at: now, interval: policy.rebirthInterval) {
+            actions.append(
+                .requestRebirth(
+                    .init(hub: hub, accessory: id, lastSequence: missing.lowerBound - 1, receivedSequence: sequence)))
+        }
+        return actions
+    }
+
+    /// A hub's retained status: its accessories turn stale while it is offline, and take part again when it is back.
+    public mutating func hubStatus(_ hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
+        var actions: [BridgeAction] = []
+        var rerouted: [AccessoryID] = []
+        for id in store.ids(of: hub) {
+            var machine = self.machine(for: id)
+            let deadline = machine.nextDeadline
+            guard let accessory = machine.hubAvailabilityChanged(hub, online: online, at: now) else { continue }
+            store.save(accessory)
+            rerouted += route(accessory, at: now, into: &actions).filter { $0 != id }
+            scheduleDiagnostics(of: machine, before: deadline)
+            actions.append(.publishState(AccessoryState(accessory, routedSource: routing.routedSource(for: id))))
+        }
+        // Accessories whose route another one's change moved, once each, as they are now.
+        var seen = Set<AccessoryID>()
+        publishStates(of: rerouted.filter { seen.insert($0).inserted }, except: nil, into: &actions)
+        return actions
+    }
+
+    /// A playing device's report of what it is doing.
+    public mutating func sourceReported(_ report: SourceReport, from source: BluetoothAddress, at now: Timestamp)
+        -> [BridgeAction]
+    {
+        let output = routing.sourceReported(report, from: source, at: now)
+        agenda.scheduleRouting(at: output.nextDeadline)
+        var actions = output.commands.map(BridgeAction.sendCommand)
+        publishStates(of: output.rerouted, except: nil, into: &actions)
+        return actions
+    }
+
+    /// Lets time pass: raises the diagnostics that came due and closes resume windows.
+    public mutating func tick(at now: Timestamp) -> [BridgeAction] {
+        var actions: [BridgeAction] = []
+        for owner in agenda.takeDue(at: now) {
+            switch owner {
+            case .routing:
+                agenda.scheduleRouting(at: routing.tick(at: now).nextDeadline)
+            case .accessory(let id):
+                var machine = self.machine(for: id)
+                guard let accessory = machine.tick(at: now) else { continue }
+                store.save(accessory)
+                scheduleDiagnostics(of: machine, before: nil)
+                actions.append(.publishState(AccessoryState(accessory, routedSource: routing.routedSource(for: id))))
+            }
+        }
+        return actions
+    }
+
+    // MARK: - What could not be sent
+
+    /// An action the shell could not run (the broker connection is down beyond the bound of what may wait for it).
+    /// A command no longer counts as in force and is owed; a state is published again on reconnection; a rebirth
+    /// request may be asked again at once. An answer is not kept: the hub sends its request again.
+    public mutating func notSent(_ action: BridgeAction) {
+        switch action {
+        case .sendCommand(let command): routing.commandNotSent(command)
+        case .publishState(let state): unpublished.insert(state.accessory.id)
+        case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
+        case .answer: break
+        }
+    }
+
+    /// The broker connection is back: the owed commands that still hold, and the states that could not be published.
+    public mutating func connected(at now: Timestamp) -> [BridgeAction] {
+        let output = routing.reconcile(at: now)
+        var actions = output.commands.map(BridgeAction.sendCommand)
+        publishStates(of: unpublished.sorted(), except: nil, into: &actions)
+        unpublished.removeAll()
+        return actions
+    }
+
+    // MARK: - Restoring
+
+    /// Takes back an accessory as its retained state had it, before any event: nothing is published.
+    public mutating func restore(_ state: AccessoryState, at now: Timestamp) {
+        store.save(state.accessory)
+        routing.restore(RoutingAccessory(state.accessory), routedSource: state.routedSource, at: now)
+        scheduleDiagnostics(of: machine(for: state.accessory.id), before: nil)
+    }
+
+    /// Takes back a playing device's retained state, before any event: nothing is sent.
+    public mutating func restoreSource(_ report: SourceReport, from source: BluetoothAddress, at now: Timestamp) {
+        routing.restoreSource(report, from: source, at: now)
+    }
+
+    /// Every retained state is in: forgets what routing does not need.
+    public mutating func restoringFinished() {
+        routing.restoringFinished()
+        agenda.scheduleRouting(at: routing.nextDeadline)
+    }
+
+    // MARK: - Helpers
+
+    private func machine(for id: AccessoryID) -> AccessoryStateMachine {
+        store[id].map { AccessoryStateMachine(restoring: $0, policy: policy.accessory) }
+            ?? AccessoryStateMachine(id: id, policy: policy.accessory)
+    }
+
+    /// Runs routing for a changed accessory; its commands go into `actions`. Returns the accessories whose route
+    /// changed.
+    private mutating func route(_ accessory: Accessory, at now: Timestamp, into actions: inout [BridgeAction])
+        -> [AccessoryID]
+    {
+        let output = routing.accessoryChanged(RoutingAccessory(accessory), at: now)
+        agenda.scheduleRouting(at: output.nextDeadline)
+        actions += output.commands.map(BridgeAction.sendCommand)
+        return output.rerouted
+    }
+
+    private mutating func publishStates(
+        of ids: [AccessoryID], except skipped: AccessoryID?, into actions: inout [BridgeAction]
+    ) {
+        for id in ids where id != skipped {
+            if let state = state(of: id) { actions.append(.publishState(state)) }
+        }
+    }
+
+    private mutating func scheduleDiagnostics(of machine: AccessoryStateMachine, before previous: Timestamp?) {
+        guard let deadline = machine.nextDeadline, deadline != previous else { return }
+        agenda.schedule(.accessory(machine.id), at: deadline)
+    }
+}
+
+/// When hubs were last asked for a rebirth, per accessory, for the rate limit; entries older than the interval are
+/// dropped as new ones come, so it holds only the accessories with a recent gap.
+struct RecentRebirths: Sendable {
+    private var asked: [AccessoryID: Timestamp] = [:]
+    private var pruneAt = 64
+
+    /// Whether a rebirth request about `id` may go out now (and if so, records it).
+    mutating func allow(_ id: AccessoryID, at now: Timestamp, interval: Duration) -> Bool {
+        if let last = asked[id], now < last + interval { return false }
+        asked[id] = now
+        if asked.count >= pruneAt {
+            asked = asked.filter { now < $0.value + interval }
+            pruneAt = max(64, asked.count * 2)
+        }
+        return true
+    }
+
+    mutating func forget(_ id: AccessoryID) {
+        asked[id] = nil
+    }
+}
