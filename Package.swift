@@ -151,6 +151,7 @@ let package = Package(
         ),
 
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "AccessoryModel", "TestSupport"]),
         .testTarget(
             name: "AccessoryWireTests",
             dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],

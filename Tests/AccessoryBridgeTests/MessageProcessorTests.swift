@@ -13,8 +13,13 @@ import Testing
 @Suite struct MessageProcessorTests {
     final class Recorder: MessagePublisher {
         private let messages = Mutex<[MQTTMessage]>([])
+        /// While set, every publish fails as MQTTClient's does when disconnected beyond its queue's bound.
+        let refusing = Mutex(false)
 
         func send(_ message: MQTTMessage) throws(MQTTError) {
+            if refusing.withLock({ $0 }) {
+                throw MQTTError(kind: .queueFull, code: 4, message: "disconnected, and the queue is full")
+            }
             messages.withLock { $0.append(message) }
         }
 
@@ -401,6 +406,27 @@ import Testing
         let state = try #require(try states(recorder.take()).last)
         #expect(state.diagnostics.count == 2)
         #expect(processor.timeUntilWake() == nil)
+    }
+
+    @Test func whatCouldNotBePublishedGoesOutOnReconnection() throws {
+        setUpHeadphones()
+        source(.media)
+        _ = recorder.take()
+        recorder.refusing.withLock { $0 = true }
+        telemetry(.placement(.onHead), sequence: 4)
+        #expect(try metrics.expectCounter("accessory_bridge_publish_failures_total").totalValue == 3)
+        recorder.refusing.withLock { $0 = false }
+        processor.event(.connected(sessionPresent: true))
+        let published = recorder.take()
+        // The route, which the device never got (the engine no longer counts it as in force), and the state.
+        #expect(try commands(published).map(\.1.action) == [.routeToAccessory])
+        #expect(try commands(published).map(\.1.reason) == [.putOn])
+        #expect(try states(published).map(\.routedSource) == [Self.phone.data])
+        #expect(try results(published).isEmpty, "an answer is not kept: the hub retries")
+        // The hub's retry gets its original outcome.
+        telemetry(.placement(.onHead), sequence: 4)
+        let retry = try #require(try results(recorder.take()).first)
+        #expect(retry.duplicate && retry.error == Audioaccessory_V1_ErrorCode.none)
     }
 
     @Test func aSourceBecomingActiveIsRoutedAndTheStateRepublished() throws {

@@ -118,6 +118,23 @@ import Testing
         let state = Audioaccessory_V1_AccessoryState(accessory, routedSource: nil)
         let restored = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(30))
         #expect(restored == accessory)
+        #expect(state.lastError == .none, "sequence 12 succeeded")
+        // The last outcome comes back too: a retry after a restart is answered as the first time.
+        for lastError: AccessoryControlError in [.accessoryNotCapable(reason: "a"), .invalidated(reason: "b"), .unknown(reason: "c")] {
+            var failed = accessory
+            failed = Accessory(
+                id: failed.id, hub: failed.hub, registration: failed.registration, name: failed.name, model: failed.model,
+                hardwareCapabilities: failed.hardwareCapabilities, configuration: failed.configuration, lastSequence: 12,
+                lastError: lastError, updatedAt: failed.updatedAt, registeredAt: failed.registeredAt,
+                isStale: failed.isStale, diagnostics: failed.diagnostics)
+            let published = Audioaccessory_V1_AccessoryState(failed, routedSource: Self.laptop)
+            let back = try published.state(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(30))
+            #expect(back == AccessoryState(failed, routedSource: Self.laptop))
+        }
+        // No sequence yet: no outcome either.
+        let unsequenced = Accessory(
+            id: Self.headphones, hub: hub, registration: .paired, hardwareCapabilities: .all, updatedAt: .zero)
+        #expect(Audioaccessory_V1_AccessoryState(unsequenced, routedSource: nil).lastError == .unspecified)
         // Diagnostics written with another grace period are dropped (recomputed later).
         let other = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(10))
         #expect(other.diagnostics == [.hubOffline(hub)])

@@ -1,0 +1,113 @@
+import AccessoryBridge
+import AccessoryModel
+import AccessoryWire
+import Foundation
+import MQTTClient
+import Testing
+import TestSupport
+
+/// Each hub owns only its own accessories, through a real broker and bridge: the scenario a new user found, with
+/// mosquitto_pub and JSON, where one message from another hub silenced hub-1's headphones and leaked their pairing.
+@Suite struct OwnershipTests {
+    static let t1 = "audio/hubs/hub-1/accessories/hp/telemetry"
+    static let t2 = "audio/hubs/hub-2/accessories/hp/telemetry"
+    static let r1 = "audio/hubs/hub-1/accessories/hp/result"
+    static let r2 = "audio/hubs/hub-2/accessories/hp/result"
+
+    @Test func anotherHubCanNeitherSilenceNorReadAnAccessory() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await BridgeIntegrationTests.startBridge(on: broker) { $0.payloadFormat = .json }
+        let peer = try await Peer("hubs", broker: broker, subscribe: ["audio/hubs/#"])
+
+        func send(_ topic: String, _ json: String, answerOn result: String) async throws -> Audioaccessory_V1_RequestResult {
+            let before = peer.messages(on: result).count
+            try peer.client.publish(
+                MQTTMessage(topic: topic, payload: Array(json.utf8), properties: MQTTProperties(contentType: "application/json")))
+            let answer = try await peer.waitFor(before + 1, on: result)[before]
+            return try peer.codec.decode(Audioaccessory_V1_RequestResult.self, from: answer.payload, format: .json)
+        }
+
+        let paired = try await send(Self.t1,
+            #"{"sequence":"1","requestId":"h1-pair","paired":{"name":"Secret Name","hardwareCapabilities":["CAPABILITY_AUDIO_SWITCHING"]}}"#,
+            answerOn: Self.r1)
+        #expect(paired.error == .none)
+        #expect(try await send(Self.t1, #"{"sequence":"2","requestId":"h1-reg","register":{"capabilities":["CAPABILITY_AUDIO_SWITCHING"]}}"#,
+            answerOn: Self.r1).error == .none)
+
+        // hub-2, with a sequence far above hub-1's: refused, with its own request id and nothing of hub-1's state.
+        let forged = try await send(Self.t2,
+            #"{"sequence":"1000","requestId":"h2-x","register":{"capabilities":["CAPABILITY_AUDIO_SWITCHING"]}}"#,
+            answerOn: Self.r2)
+        #expect(forged.requestID == "h2-x" && forged.sequence == 1000)
+        #expect(forged.error == .invalidRequest)
+        #expect(forged.message.contains("belongs to another hub"))
+        #expect(!forged.hasState && !forged.duplicate)
+
+        // hub-2 repeating hub-1's sequence 1 gets no cached answer of hub-1's either.
+        let repeated = try await send(Self.t2,
+            #"{"sequence":"1","requestId":"h2-pair","paired":{"name":"Mine","hardwareCapabilities":["CAPABILITY_AUDIO_SWITCHING"]}}"#,
+            answerOn: Self.r2)
+        #expect(repeated.requestID == "h2-pair" && repeated.error == .invalidRequest && !repeated.hasState)
+        #expect(!repeated.message.contains("Secret Name") && !repeated.duplicate)
+
+        // hub-1's sequence 3 is simply the next one: applied, no gap, no rebirth request anywhere.
+        let sources = try await send(Self.t1, #"{"sequence":"3","requestId":"h1-src","sources":{"primary":"EjRWeJq8"}}"#,
+            answerOn: Self.r1)
+        #expect(sources.error == .none && !sources.duplicate)
+        #expect(sources.state.configuration.primaryAudioSourceDeviceIdentifier == Data([0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC]))
+        #expect(sources.state.lastSequence == 3)
+        #expect(peer.messages(on: "audio/hubs/hub-1/rebirth").isEmpty)
+        #expect(peer.messages(on: "audio/hubs/hub-2/rebirth").isEmpty)
+        #expect(sources.state.name == "Secret Name", "hub-2's pairing changed nothing")
+
+        // A retry of hub-1's last request gets its original outcome, marked as a repeat.
+        let retry = try await send(Self.t1, #"{"sequence":"3","requestId":"h1-src","sources":{"primary":"EjRWeJq8"}}"#,
+            answerOn: Self.r1)
+        #expect(retry.duplicate && retry.error == .none && retry.requestID == "h1-src")
+        #expect(retry.state == sources.state)
+
+        await peer.close()
+        try await bridge.stop()
+    }
+}
+
+/// Deadlines run on the client's network thread, which wakes for them: no timer task, no lock.
+@Suite struct DeadlineTests {
+    @Test func diagnosticsAndTheResumeWindowComeDueOnTheNetworkThread() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await BridgeIntegrationTests.startBridge(on: broker) {
+            $0.diagnosticsGracePeriod = .milliseconds(300)
+            $0.resumeWindow = .milliseconds(300)
+        }
+        let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#", "audio/accessories/#", "audio/sources/+/commands"])
+        #expect(try await hub.request(.paired(name: "S", model: "S", hardwareCapabilities: .all), sequence: 1).error == .none)
+        #expect(try await hub.request(.register(.all), sequence: 2).error == .none)
+        // No placement and no source within 300 ms: both diagnostics, published by the wake-up alone.
+        let stateTopic = "audio/accessories/headphones/state"
+        let deadline = ContinuousClock.now + .seconds(10)
+        var diagnostics: [String] = []
+        while diagnostics.count < 2, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            diagnostics = try hub.messages(on: stateTopic).last.map {
+                try hub.codec.decode(Audioaccessory_V1_AccessoryState.self, from: $0.payload, format: .protobuf).diagnostics
+            } ?? []
+        }
+        #expect(diagnostics.count == 2, "\(diagnostics)")
+
+        // Taken off and put back after the resume window closed: routed again, but not resumed.
+        let phone = BridgeIntegrationTests.phone
+        #expect(try await hub.request(.sources(primary: phone.data, secondary: nil), sequence: 3).error == .none)
+        #expect(try await hub.request(.placement(.onHead), sequence: 4).error == .none)
+        try hub.report(.media, source: phone)
+        _ = try await hub.waitForCommands(1, for: phone)
+        #expect(try await hub.request(.placement(.offHead), sequence: 5).error == .none)
+        _ = try await hub.waitForCommands(2, for: phone)
+        try await Task.sleep(for: .milliseconds(600))
+        // The phone still says media, so it is routed again; but the pause is no longer remembered: no RESUME.
+        #expect(try await hub.request(.placement(.onHead), sequence: 6).error == .none)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try hub.commands(for: phone).map(\.action) == [.routeToAccessory, .pause, .routeToAccessory])
+        await hub.close()
+        try await bridge.stop()
+    }
+}
