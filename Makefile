@@ -72,3 +72,29 @@ fuzz: deps
 	SWIFT_BACKTRACE=enable=no .build-fuzz/release/pipeline-fuzzer -runs=$(RUNS) -max_len=$(FUZZ_MAX_LEN) \
 	    -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1 -artifact_prefix=.build-fuzz/artifacts/ $(FUZZ_ARGS) \
 	    .build-fuzz/corpus .build-fuzz/seeds
+
+## bench-e2e: end to end through ONE mosquitto, the bridge against a bare C relay (Benchmarks/Relay: decode, then
+## publish a result, a retained state and a command; nothing else), interleaved A B A B over ROUNDS rounds (3): max
+## throughput and CPU µs per report under a flood of DURATION seconds (10), p50/p99 latency at 50% of the relay's
+## max, the bridge's peak RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh). The relay and Benchmarks/LoadGen
+## are C99 built by gcc, the bridge a release build, all in .build-e2e. PERF=1 also profiles the last round's floods.
+ROUNDS       ?= 3
+DURATION     ?= 10
+ACCESSORIES  ?= 1000
+E2E_CC       ?= gcc
+E2E_CFLAGS   ?= -std=c99 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L
+E2E_WIRE     := $(wildcard Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c)
+E2E_CBUILD    = $(E2E_CC) $(E2E_CFLAGS) -I Sources/CAccessoryWire/Generated -o $@ $< $(E2E_WIRE) \
+                $$(pkg-config --cflags --libs libmosquitto libprotobuf-c) -pthread -lm
+.PHONY: bench-e2e
+bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) scripts/bench-e2e.sh
+
+.build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_WIRE) | deps
+	@mkdir -p $(@D)
+	$(E2E_CBUILD)
+
+.build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_WIRE) | deps
+	@mkdir -p $(@D)
+	$(E2E_CBUILD)

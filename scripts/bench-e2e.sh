@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# End to end on one broker: the bridge against a bare C relay (Benchmarks/Relay: decode one telemetry, publish a
+# result, a retained state and a command, nothing else), interleaved A B A B for ROUNDS rounds on ONE mosquitto
+# (deploy/mosquitto/dev.conf on a free loopback port).
+#
+# The broker runs deploy/mosquitto/dev.conf plus `set_tcp_nodelay true`, as deploy/mosquitto/mosquitto.conf has:
+# without it, Nagle's algorithm in mosquitto holds small packets until the previous one is acknowledged, and latency
+# at moderate rates is mostly the peers' 40 ms delayed ACKs (p50 30 ms at 100 reports/s, against 0.4 ms).
+# NODELAY=0 runs dev.conf as it is.
+#
+# Each round, each side runs as a fresh process under its own topic root and client id (so that no retained state,
+# session or subscription of an earlier run meets it), and Benchmarks/LoadGen (1 hub, ACCESSORIES accessories, at
+# most one report outstanding per accessory) measures it twice, each time after its own untimed set-up:
+#   flood  DURATION seconds as fast as results come back: max throughput (results/s), the process's CPU time per
+#          report (utime + stime from /proc/PID/stat, over the measured phase), latency;
+#   paced  DURATION seconds at 50% of the relay's flood throughput of that round: p50/p99 latency.
+# Then the process's peak RSS (VmHWM), and SIGTERM. Prints one line per round and side, then the medians per side
+# and the bridge/relay ratios. Exits 1 when a run lost, duplicated or failed results.
+#
+# Usage: make bench-e2e [ROUNDS=3] [DURATION=10] [ACCESSORIES=1000] [PERF=1]
+#   (builds the C programs and a release bridge into .build-e2e first), or this script with RELAY, LOADGEN and
+#   BRIDGE naming the binaries (defaults: .build-e2e/relay, .build-e2e/loadgen, .build-e2e/release/accessory-bridge).
+#   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100").
+#   PERF=1: `perf record -a -g` (cpu-clock, the whole machine: server, broker and loadgen) during each side's flood
+#   (set-up included) in the last round, into PERF_DIR (.build-e2e/perf); the command that reads each is printed.
+#   Profiling costs some throughput, so the figures of that round are a little off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10}
+accessories=${ACCESSORIES:-1000}
+relay_bin=${RELAY:-.build-e2e/relay}
+loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
+bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
+read -ra relay_args <<<"${RELAY_ARGS:-}"
+read -ra bridge_args <<<"${BRIDGE_ARGS:-}"
+perf=${PERF:-0}
+perf_dir=${PERF_DIR:-.build-e2e/perf}
+for bin in "$relay_bin" "$loadgen_bin" "$bridge_bin"; do
+    [ -x "$bin" ] || { echo "bench-e2e: $bin is missing: run \`make bench-e2e\`" >&2; exit 2; }
+done
+
+. scripts/lib/broker.sh
+work=$(mktemp -d)
+server=
+broker_pid=
+trap 'kill $server $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+# start_broker reads deploy/mosquitto/dev.conf from the current folder: give it one with the line added.
+mkdir -p "$work/conf/deploy/mosquitto"
+cp deploy/mosquitto/dev.conf "$work/conf/deploy/mosquitto/dev.conf"
+if [ "${NODELAY:-1}" = 1 ]; then
+    printf '# bench-e2e: small packets leave at once (as in deploy/mosquitto/mosquitto.conf)\nset_tcp_nodelay true\n' \
+        >>"$work/conf/deploy/mosquitto/dev.conf"
+fi
+cd "$work/conf"
+start_broker 18840 "$work" "$work/broker.log"
+cd - >/dev/null
+
+# start_server SIDE ROOT: the relay or the bridge, in the background (`server` is its pid). The loadgen waits until
+# it answers.
+start_server() {
+    local side=$1 root=$2 command
+    if [ "$side" = relay ]; then
+        command=("$relay_bin" "${relay_args[@]}")
+    else
+        command=("$bridge_bin" --log-level warning "${bridge_args[@]}")
+    fi
+    "${command[@]}" --broker "mqtt://127.0.0.1:$port" --topic-root "$root" --client-id "$root-$side" \
+        2>"$work/$root.log" &
+    server=$!
+}
+
+# running PID: the process exists and is not a zombie.
+running() { local state; state=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) && [ "$state" != Z ]; }
+
+# stop_server SIDE: SIGTERM, up to 10 s to stop (then SIGKILL).
+stop_server() {
+    kill -TERM "$server"
+    for _ in $(seq 100); do running "$server" || break; sleep 0.1; done
+    if running "$server"; then
+        echo "bench-e2e: $1 did not stop within 10 s; killed" >&2
+        kill -KILL "$server"
+    fi
+    wait "$server" || echo "bench-e2e: $1 exited with status $?" >&2
+    server=
+}
+
+# load ROOT RATE: one loadgen run (0: flood), its JSON line on stdout; on failure, the server's log and exit.
+load() {
+    if ! "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "$1" --hub load-hub \
+        --accessories "$accessories" --rate "$2" --seconds "$duration" --json \
+        --server-pid "$server" --broker-pid "$broker_pid" --client-id "$1-loadgen-$2"; then
+        echo "bench-e2e: loadgen failed against $1; its server's log:" >&2
+        cat "$work/$1.log" >&2
+        exit 1
+    fi
+}
+
+json() { jq -r "$2" <<<"$1"; }
+# both JSON EXPRESSION: the sum of EXPRESSION over the flood's and the paced run's lines.
+both() { jq -rs "map($1) | add" <<<"$flood"$'\n'"$paced"; }
+
+results=$work/results.tsv
+# One line per round and side; the columns that median and row below read by number.
+printf '%s\t' round side throughput cpu_us broker_us flood_p50 flood_p99 rate p50 p99 lost dup fail >"$results"
+echo rss_mb >>"$results"
+echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
+    "$accessories accessories; flood ${duration} s, then ${duration} s at 50% of the relay's flood;" \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
+    "p50_ms and p99_ms are at the paced rate; rss_MB is the peak (VmHWM)"
+printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s\n' round side 'results/s' 'cpu_us' 'broker_us' \
+    'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB'
+half=
+reports=()
+for round in $(seq "$rounds"); do
+    for side in relay bridge; do
+        root=e2e$round${side:0:1}
+        start_server "$side" "$root"
+        profile=
+        if [ "$perf" = 1 ] && [ "$round" = "$rounds" ]; then
+            mkdir -p "$perf_dir"
+            profile=$perf_dir/$side.data
+            perf record -a -g -e cpu-clock -F 999 -o "$profile" 2>"$work/perf-$side.log" &
+            recorder=$!
+            reports+=("perf report --no-children -i $profile --pid $server  # $side (broker: --pid $broker_pid)")
+        fi
+        flood=$(load "$root" 0)
+        if [ -n "$profile" ]; then
+            kill -INT "$recorder" && wait "$recorder" || true
+        fi
+        if [ "$side" = relay ]; then
+            half=$(json "$flood" '.throughput / 2 | floor')
+        fi
+        paced=$(load "$root" "$half")
+        rss=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$server/status")
+        stop_server "$side"
+        row=("$round" "$side"
+            "$(json "$flood" '.throughput | floor')" "$(json "$flood" '.server_cpu_us')"
+            "$(json "$flood" '.broker_cpu_us')" "$(json "$flood" '.p50_ms')" "$(json "$flood" '.p99_ms')"
+            "$half" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
+            "$(both .lost)" "$(both .duplicated)" "$(both '.failed + .unexpected')"
+            "$rss")
+        (IFS=$'\t'; echo "${row[*]}") >>"$results"
+        printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s\n' "${row[@]}"
+    done
+done
+
+# median SIDE COLUMN: the median of that column over the rounds.
+median() {
+    awk -F'\t' -v side="$1" -v column="$2" 'NR > 1 && $2 == side { print $column }' "$results" | sort -g |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo
+echo "bench-e2e: per round, bridge/relay"
+awk -F'\t' 'NR > 1 { r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; n = $1 }
+    END { for (i = 1; i <= n; i++)
+        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at 50%% %.2f\n", i,
+            r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
+            r[i, "bridge", "p"] / r[i, "relay", "p"] }' "$results"
+
+echo
+echo "bench-e2e: medians over $rounds rounds (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%-30s %12s %12s %12s\n' '' relay bridge bridge/relay
+row() { # LABEL COLUMN FORMAT
+    local relay bridge
+    relay=$(median relay "$2")
+    bridge=$(median bridge "$2")
+    printf "%-30s %12$3 %12$3 %12s\n" "$1" "$relay" "$bridge" \
+        "$(awk -v a="$bridge" -v b="$relay" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')"
+}
+row 'max throughput (results/s)' 3 .0f
+row 'CPU per report (us)' 4 .2f
+row 'broker CPU per report (us)' 5 .2f
+row 'flood p50 latency (ms)' 6 .3f
+row 'flood p99 latency (ms)' 7 .3f
+row 'p50 at 50% load (ms)' 9 .3f
+row 'p99 at 50% load (ms)' 10 .3f
+row 'peak RSS (MB)' 14 .1f
+
+if [ "$perf" = 1 ]; then
+    echo
+    echo "bench-e2e: profiles of round $rounds's floods:"
+    printf '  %s\n' "${reports[@]}"
+fi
+if awk -F'\t' 'NR > 1 && ($11 > 0 || $12 > 0 || $13 > 0) { bad = 1 } END { exit !bad }' "$results"; then
+    echo "bench-e2e: some runs lost, duplicated or failed results (columns lost, dup, fail)" >&2
+    exit 1
+fi
