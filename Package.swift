@@ -68,7 +68,10 @@ let package = Package(
         // An async MQTT 5 client over libmosquitto.
         .target(
             name: "MQTTClient",
-            dependencies: ["CMosquitto", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "CMosquitto", .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
         ),
 
         // The bridge: MQTT in, model and routing, MQTT out, as one Service.

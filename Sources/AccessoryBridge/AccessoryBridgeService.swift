@@ -36,16 +36,10 @@ public final class AccessoryBridgeService: Service {
         var mqtt = configuration.mqtt
         // A persistent session: telemetry that arrives while the bridge is away waits for it.
         mqtt.cleanStart = false
-        // libmosquitto acknowledges a message as it hands it over, and sends the packets of what the bridge publishes
-        // in answer right behind that acknowledgement, unless they wait for room in the send window: then later
-        // acknowledgements overtake them, and a crash loses answers to messages the broker will not send again. A
-        // wide window keeps answers behind their acknowledgements, but libmosquitto 2.0 walks its whole in-flight list
-        // on every acknowledgement it receives, so a window of MQTT's 65,535 made a burst of 100,000 messages
-        // quadratic (857 messages/s end to end). Measured with scripts/load-smoke.sh 100000 and the SIGKILL test: 2,048
-        // gives 17,600 messages/s but ~3,000 answers lost per two kills; 4,096 gives 11,700/s and usually at most one
-        // lost per kill, but once 561; 8,192 gives 5,450/s and at most one; 16,384 gives 3,200/s. Nothing lost comes
-        // first. The broker's receive maximum also caps the window (deploy/ sets it wide).
-        mqtt.maximumInflightMessages = 8_192
+        // The send window stays narrow (MQTTConfiguration.maximumInflightMessages): libmosquitto walks its list of
+        // outgoing messages on every acknowledgement, so 8,192 in flight spent 68% of the bridge's time there
+        // (`make bench-e2e` with PERF=1). A crash can leave answers unsent behind a narrow window; hubs retry until
+        // they get an answer, and a retry is answered with its original outcome (see "For hub authors").
         mqtt.sessionExpiry = configuration.sessionExpiry
         let statuses = BridgeStatuses(
             root: configuration.topicRoot, format: configuration.payloadFormat, version: configuration.version)

@@ -70,7 +70,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .connected(let sessionPresent):
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             if let onlineStatus { outbox.publish(onlineStatus) }
-            run(core.connected(at: clock.now), replyingTo: nil)
+            run(core.publishingResumed(at: clock.now), replyingTo: nil)
+        case .queueDrained:
+            logger.info("the outbound queue has room again")
+            run(core.publishingResumed(at: clock.now), replyingTo: nil)
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
         case .disconnected(let error?):

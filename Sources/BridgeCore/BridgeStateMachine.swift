@@ -145,7 +145,7 @@ public struct BridgeStateMachine: Sendable {
     // MARK: - What could not be sent
 
     /// An action the shell could not run (the broker connection is down beyond the bound of what may wait for it).
-    /// A command no longer counts as in force and is owed; a state is published again on reconnection; a rebirth
+    /// A command no longer counts as in force and is owed; a state is published again when publishing resumes; a rebirth
     /// request may be asked again at once. An answer is not kept: the hub sends its request again.
     public mutating func notSent(_ action: BridgeAction) {
         switch action {
@@ -156,8 +156,9 @@ public struct BridgeStateMachine: Sendable {
         }
     }
 
-    /// The broker connection is back: the owed commands that still hold, and the states that could not be published.
-    public mutating func connected(at now: Timestamp) -> [BridgeAction] {
+    /// Publishing works again — the broker connection is back, or the client's queue that refused messages has room
+    /// again: the owed commands that still hold, and the states that could not be published.
+    public mutating func publishingResumed(at now: Timestamp) -> [BridgeAction] {
         let output = routing.reconcile(at: now)
         var actions = output.commands.map(BridgeAction.sendCommand)
         publishStates(of: unpublished.sorted(), except: nil, into: &actions)

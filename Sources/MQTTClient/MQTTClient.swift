@@ -138,62 +138,23 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Queues a message for sending (libmosquitto sends and retries it); returns its message id.
+    /// Queues a message for sending; libmosquitto sends it, and retries it until the broker acknowledges it.
     ///
-    /// While disconnected, a QoS 1 or 2 message waits in libmosquitto and leaves after the next connect; a QoS 0
-    /// message cannot wait: it throws `MOSQ_ERR_NO_CONN`. A topic with wildcards throws
+    /// A QoS 1 or 2 message waits, in order, while the send window is full or the connection down (at most
+    /// ``MQTTConfiguration/maximumPendingMessages``; beyond, it throws ``MQTTError/Kind/queueFull``). A QoS 0 message
+    /// cannot wait: it throws `MOSQ_ERR_NO_CONN` while disconnected. A topic with wildcards throws
     /// ``MQTTError/Kind/invalidArgument``.
-    @discardableResult
-    public func publish(_ message: MQTTMessage) throws(MQTTError) -> Int32 {
+    public func publish(_ message: MQTTMessage) throws(MQTTError) {
         try validatePublishTopic(message.topic)
         guard message.payload.count <= maximumPayloadSize else {
             throw MQTTError.invalidArgument("payload larger than \(maximumPayloadSize) bytes")
         }
-        let properties = try OutgoingProperties(message.properties)
-        let list = properties.list
-        // While disconnected, libmosquitto keeps QoS > 0 messages for the next connection: bound how many.
-        let limit = core.configuration.maximumQueuedMessagesWhileDisconnected
-        let queueing = message.qos != .atMostOnce
-        if queueing {
-            let full = core.state.withLock { state in
-                !state.isConnected && state.queuedWhileDisconnected >= limit
-            }
-            guard !full else {
-                throw MQTTError(
-                    kind: .queueFull, code: MosquittoLibrary.noConnection,
-                    message: "disconnected, and \(limit) messages already wait for the next connection")
-            }
-        }
-        let mid = try core.withHandle { pointer throws(MQTTError) -> Int32 in
-            // Under the state lock, so that the acknowledgement (on the network thread) cannot come before the id
-            // is recorded. libmosquitto only queues here: it never waits for the network thread.
-            try core.state.withLock { (state: inout ClientState) throws(MQTTError) -> Int32 in
-                var mid: Int32 = 0
-                let rc = message.payload.withUnsafeBytes { bytes in
-                    mosquitto_publish_v5(
-                        pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, message.qos.rawValue,
-                        message.retain, list
-                    )
-                }
-                // libmosquitto keeps a QoS > 0 message for the next connection, but still says MOSQ_ERR_NO_CONN.
-                guard
-                    rc == MosquittoLibrary.success || (rc == MosquittoLibrary.noConnection && message.qos != .atMostOnce)
-                else { throw MQTTError.library(rc) }
-                if queueing { state.unacknowledged.insert(mid) }
-                return mid
-            }
-        }
-        if queueing {
-            core.state.withLock { state in
-                if !state.isConnected { state.queuedWhileDisconnected += 1 }
-            }
-        }
-        return mid
+        try core.submit(message)
     }
 
-    /// QoS > 0 messages published since the connection was lost, held for the next one (0 while connected).
-    public var queuedWhileDisconnected: Int {
-        core.state.withLock { $0.isConnected ? 0 : $0.queuedWhileDisconnected }
+    /// QoS > 0 messages waiting beyond the send window, or for the next connection.
+    public var pendingMessages: Int {
+        core.state.withLock { $0.pending.count }
     }
 
     /// Waits (up to two seconds) until the broker has acknowledged every QoS > 0 message published so far, then sends
@@ -277,13 +238,12 @@ public final class MQTTClient: Sendable {
         core.logger.debug("MQTT client closed")
     }
 
-    /// Asks the network thread to send DISCONNECT and end: wakes it from the wait between attempts, and from
-    /// `select` (libmosquitto's DISCONNECT goes through its wake-up pipe).
+    /// Asks the network thread to send DISCONNECT and end, and wakes it from its `poll`.
     private func requestStop() {
         _ = try? core.withHandle { pointer throws(MQTTError) in
             _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
         }
-        core.wakeUp.signal()
+        core.wakePipe.signal()
     }
 }
 

@@ -13,8 +13,8 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         case subscriptionRefused
         /// A bad argument found before calling libmosquitto (``code`` is `MOSQ_ERR_INVAL`).
         case invalidArgument
-        /// Disconnected, and ``MQTTConfiguration/maximumQueuedMessagesWhileDisconnected`` messages already wait for
-        /// the next connection (``code`` is `MOSQ_ERR_NO_CONN`).
+        /// ``MQTTConfiguration/maximumPendingMessages`` messages already wait, beyond the send window or for the next
+        /// connection (``code`` is `MOSQ_ERR_NO_CONN`).
         case queueFull
     }
 

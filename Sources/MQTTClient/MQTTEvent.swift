@@ -8,4 +8,7 @@ public enum MQTTEvent: Hashable, Sendable {
     case disconnected(MQTTError?)
     /// The broker refused a subscription of this filter.
     case subscriptionRefused(filter: String, MQTTError)
+    /// Messages were refused because ``MQTTConfiguration/maximumPendingMessages`` waited, and now none waits: what
+    /// could not be published may be published again.
+    case queueDrained
 }

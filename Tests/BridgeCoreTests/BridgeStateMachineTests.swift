@@ -172,11 +172,11 @@ import Testing
         let route = try #require(Self.commands(send(.placement(.onHead), 4)).first)
         core.notSent(.sendCommand(route))
         // Nothing else happens meanwhile: on reconnection the route is sent again, with its reason.
-        let again = Self.commands(core.connected(at: now))
+        let again = Self.commands(core.publishingResumed(at: now))
         #expect(again.map(\.action) == [.routeToAccessory])
         #expect(again.first?.reason == .putOn)
         #expect(again.first.map { $0.sequence > route.sequence } == true)
-        #expect(Self.commands(core.connected(at: now)).isEmpty, "owed once")
+        #expect(Self.commands(core.publishingResumed(at: now)).isEmpty, "owed once")
     }
 
     @Test mutating func anOwedCommandThatNoLongerHoldsIsDropped() throws {
@@ -185,14 +185,14 @@ import Testing
         core.notSent(.sendCommand(route))
         // Taken off before the connection is back: the device never got the route, so nothing is paused either.
         #expect(Self.commands(send(.placement(.offHead), 5)).isEmpty)
-        #expect(Self.commands(core.connected(at: now)).isEmpty)
+        #expect(Self.commands(core.publishingResumed(at: now)).isEmpty)
     }
 
     @Test mutating func aStateThatCouldNotBePublishedIsPublishedOnReconnection() throws {
         setUpHeadphones()
         let state = try #require(Self.states(send(.placement(.onHead), 4)).first)
         core.notSent(.publishState(state))
-        let again = Self.states(core.connected(at: now))
+        let again = Self.states(core.publishingResumed(at: now))
         #expect(again.map(\.accessory.id) == [Self.headphones])
         #expect(again.first?.accessory.configuration.devicePlacement == .onHead)
     }

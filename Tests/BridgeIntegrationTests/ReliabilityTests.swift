@@ -148,12 +148,12 @@ import TestSupport
         let streamIDs = (0..<messages).map { "m\($0)" }
         try await Self.waitForResults(log, streamIDs, patience: .seconds(5))
 
-        // libmosquitto 2.0.11 acknowledges a message before the bridge answers it, so a crash can leave the one
-        // message whose acknowledgement reached the socket ahead of its answers unanswered: at most one per kill.
-        // A hub resends what was not answered (same sequence, same request id), as AccessoryControl's callers do
-        // after a timeout; its one answer then comes from the restarted bridge.
+        // libmosquitto 2.0.11 acknowledges a message before the bridge answers it, and a crash loses the answers still
+        // in the bridge's send window and queue: those requests are unanswered. The hub resends what was not
+        // answered (same sequence, same request id), as the hub SDK does until it has an answer; each then gets one
+        // answer from the restarted bridge — applied, or, when its effect had been published, a duplicate with its
+        // original outcome.
         let unanswered = streamIDs.filter { log.snapshot[$0] == nil }
-        #expect(unanswered.count <= kills, "\(unanswered.count) unanswered: \(unanswered.prefix(5))")
         for id in unanswered {
             let number = Int(id.dropFirst())!
             let round = number / accessories

@@ -14,7 +14,7 @@ import TestSupport
         try await subscriber.connect()
         try await subscriber.subscribe("bound/data")
 
-        let publisher = try TestClient(broker) { $0.maximumQueuedMessagesWhileDisconnected = 5 }
+        let publisher = try TestClient(broker) { $0.maximumPendingMessages = 5 }
         try await publisher.connect()
 
         broker.stop()
@@ -23,17 +23,17 @@ import TestSupport
         for index in 0..<5 {
             try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [UInt8(index)], qos: .atLeastOnce))
         }
-        #expect(publisher.client.queuedWhileDisconnected == 5)
+        #expect(publisher.client.pendingMessages == 5)
         let error = #expect(throws: MQTTError.self) {
             try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [5], qos: .atLeastOnce))
         }
         #expect(error?.kind == .queueFull)
-        #expect(error?.message.contains("5 messages already wait") == true)
+        #expect(error?.message.contains("5 messages already wait for the next connection") == true)
 
         try await broker.restart()
         let delivered = try await subscriber.inbox.waitForMessages(count: 5, on: "bound/data")
         #expect(delivered.map(\.payload) == [[0], [1], [2], [3], [4]])
-        #expect(publisher.client.queuedWhileDisconnected == 0)
+        #expect(publisher.client.pendingMessages == 0)
         try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [6], qos: .atLeastOnce))
         _ = try await subscriber.inbox.waitForMessages(count: 6, on: "bound/data")
     }

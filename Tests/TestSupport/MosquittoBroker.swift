@@ -103,7 +103,11 @@ public final class MosquittoBroker: Sendable {
 
     deinit {
         stop()
-        try? FileManager.default.removeItem(at: directory)
+        // KEEP_BROKER_FILES=1 keeps the configuration and the logs (the broker's, and the bridge's of tests that put
+        // them here) for a look after a failure.
+        if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 
     /// Stops the broker gracefully (SIGTERM, then waits; SIGKILL after 5 s). Does nothing when it is not running.

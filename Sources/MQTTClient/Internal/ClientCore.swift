@@ -1,7 +1,14 @@
 import CMosquitto
-import Dispatch
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The `struct mosquitto *` of one client.
 // @unchecked Sendable: the pointer is used from several threads only the way libmosquitto allows in threaded mode
@@ -12,11 +19,20 @@ struct MosquittoHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// The handler of a client's network thread.
+/// The handler of a client's network thread, and which thread that is.
 // @unchecked Sendable: `handler` is written once, by MQTTClient.start() before it creates the network thread (which
 // orders the write before everything the thread does), and read only on that thread, and by release() after it ended.
+// `thread` is written by the network thread first thing and only compared with the caller's thread after that: a
+// thread that reads it while it is being written is not the network thread, and reads a value that is not its own.
 final class LoopContext: @unchecked Sendable {
     var handler: (any MQTTClientHandler)?
+    var thread: pthread_t?
+
+    /// Whether the caller is the network thread.
+    var isCurrent: Bool {
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
 }
 
 /// Everything an ``MQTTClient`` shares with its network thread and libmosquitto's callbacks; it is the `obj`
@@ -31,14 +47,15 @@ final class ClientCore: Sendable {
     /// `true` while `handle` may be used by API calls; held during each such call, so that ``release()`` waits
     /// for them. libmosquitto is never called with `state` held, and the callbacks never take this lock.
     let library = Mutex(true)
-    /// Wakes the network thread from its wait between reconnection attempts.
-    let wakeUp = DispatchSemaphore(value: 0)
+    /// Wakes the network thread from its `poll`.
+    let wakePipe: WakePipe
 
     init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
+        wakePipe = try WakePipe()
         handle = try MosquittoHandle.make(configuration)
         // From here on libmosquitto holds a reference: balanced in release().
         mosquitto_user_data_set(handle.pointer, Unmanaged.passRetained(self).toOpaque())
@@ -132,9 +149,13 @@ final class ClientCore: Sendable {
         mosquitto_publish_v5_callback_set(pointer) { _, userdata, mid, reason, _ in
             ClientCore.from(userdata).published(mid: mid, reason: reason)
         }
-        mosquitto_log_callback_set(pointer) { _, userdata, level, line in
-            guard let line else { return }
-            ClientCore.from(userdata).libraryLogged(level: level, line)
+        // libmosquitto formats a log line for every packet when a log callback is set, whatever its level: only when
+        // those lines would be logged (measured: 2% of the bridge's time under load).
+        if logger.logLevel <= .debug {
+            mosquitto_log_callback_set(pointer) { _, userdata, level, line in
+                guard let line else { return }
+                ClientCore.from(userdata).libraryLogged(level: level, line)
+            }
         }
     }
 
@@ -149,7 +170,6 @@ final class ClientCore: Sendable {
         }
         let subscriptions = state.withLock { state in
             state.isConnected = true
-            state.queuedWhileDisconnected = 0
             state.connectedSinceBackoff = true
             state.pendingSubscribes.removeAll()
             state.earlySubacks.removeAll()
@@ -180,6 +200,8 @@ final class ClientCore: Sendable {
         )
         onEvent(.connected(sessionPresent: sessionPresent))
         for waiter in waiters { waiter.resume(returning: .success(())) }
+        // What waited for the connection leaves now, behind the SUBSCRIBEs and what the handler just published.
+        sendPending()
     }
 
     private func disconnected(code: Int32) {
@@ -235,6 +257,7 @@ final class ClientCore: Sendable {
             state.unacknowledged.remove(mid) != nil && state.unacknowledged.isEmpty ? state.drainWaiters.removeAll() : []
         }
         for waiter in drained { waiter.resume() }
+        sendPending()
         guard reason >= 0x80 else { return }
         logger.warning(
             "MQTT publish refused by the broker",
@@ -270,6 +293,7 @@ final class ClientCore: Sendable {
     /// libmosquitto and sent again by `mosquitto_reconnect`, also after a failed first attempt.
     func runNetworkLoop() {
         let pointer = handle.pointer
+        loop.thread = pthread_self()
         wakeHandlerIfDue()
         var failure = connectFirst(pointer)
         var delay = configuration.reconnectDelay
@@ -325,7 +349,7 @@ final class ClientCore: Sendable {
         var stopDeadline: ContinuousClock.Instant?
         var rc = MosquittoLibrary.success
         while rc == MosquittoLibrary.success {
-            rc = mosquitto_loop(pointer, loopTimeoutMilliseconds(), 1)
+            rc = serviceOnce(pointer, timeout: loopTimeoutMilliseconds())
             wakeHandlerIfDue()
             guard rc == MosquittoLibrary.success, stopRequested else { continue }
             if let stopDeadline {
@@ -368,9 +392,42 @@ final class ClientCore: Sendable {
             let remaining = end - ContinuousClock.now
             guard remaining > .zero else { return }
             let wait = min(remaining, max(.zero, loop.handler?.timeUntilWake() ?? remaining))
-            _ = wakeUp.wait(timeout: .now() + .nanoseconds(nanoseconds(wait)))
+            wakePipe.wait(milliseconds: Int32(clamping: (wait + .microseconds(999)).wholeMillisecondsRoundedDown))
             wakeHandlerIfDue()
         }
+    }
+
+    /// One turn of the loop, as `mosquitto_loop` does it but with `poll`, waking on this client's own pipe (other
+    /// threads' publishes and stop requests). libmosquitto's `mosquitto_loop_read`, `_write` and `_misc` do the work,
+    /// as its documentation describes for an external loop.
+    ///
+    /// It never stops reading to push back on a handler that publishes faster than the broker acknowledges: the
+    /// acknowledgements arrive on the same socket. The bound is ``MQTTConfiguration/maximumPendingMessages``.
+    private func serviceOnce(_ pointer: OpaquePointer, timeout: Int32) -> Int32 {
+        let socket = mosquitto_socket(pointer)
+        guard socket >= 0 else { return MosquittoLibrary.noConnection }
+        var descriptors = [
+            pollfd(fd: socket, events: Int16(POLLIN) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0), revents: 0),
+            pollfd(fd: wakePipe.readEnd, events: Int16(POLLIN), revents: 0),
+        ]
+        if poll(&descriptors, 2, timeout) < 0 {
+            let code = cmosquitto_errno()
+            return code == EINTR ? MosquittoLibrary.success : MosquittoLibrary.errno
+        }
+        if descriptors[1].revents != 0 { wakePipe.drain() }
+        if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+            let rc = mosquitto_loop_read(pointer, 1)
+            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+            }
+        }
+        if mosquitto_want_write(pointer) {
+            let rc = mosquitto_loop_write(pointer, 1)
+            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+            }
+        }
+        return mosquitto_loop_misc(pointer)
     }
 
     private func loopExited() {
@@ -396,11 +453,6 @@ extension Duration {
     }
 }
 
-private func nanoseconds(_ duration: Duration) -> Int {
-    let (seconds, attoseconds) = duration.components
-    if seconds >= Int64(Int.max / 1_000_000_000) { return Int.max }
-    return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
-}
 
 extension MosquittoHandle {
     /// `mosquitto_new` and every option of `configuration`, MQTT 5, threaded mode.
@@ -432,6 +484,7 @@ extension MosquittoHandle {
             // Our own thread runs the loop: packets from other threads are queued, and the loop woken.
             try MosquittoLibrary.check(mosquitto_threaded_set(pointer, true))
             try MosquittoLibrary.check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, configuration.tcpNoDelay ? 1 : 0))
+            // The client keeps the window itself (see ClientCore.submit); libmosquitto's is the same.
             try MosquittoLibrary.check(
                 mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.maximumInflightMessages))
             )

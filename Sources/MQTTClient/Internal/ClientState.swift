@@ -1,3 +1,5 @@
+import DequeModule
+
 /// A subscription the client remembers and sends again after every connect.
 struct Subscription: Hashable, Sendable {
     var filter: String
@@ -26,8 +28,12 @@ struct ClientState {
     /// A CONNACK success since the network thread last waited before reconnecting: the backoff starts over.
     var connectedSinceBackoff = false
 
-    /// QoS > 0 messages published since the connection was lost, which libmosquitto holds for the next one.
-    var queuedWhileDisconnected = 0
+    /// QoS > 0 messages waiting for room in the send window (all of them while disconnected), oldest first: the
+    /// client hands libmosquitto at most a window's worth at a time, since libmosquitto walks its whole list of
+    /// outgoing messages on every acknowledgement.
+    var pending = Deque<MQTTMessage>()
+    /// A message was refused because `pending` was full: an ``MQTTEvent/queueDrained`` is due once it is empty.
+    var refusedSinceDrained = false
 
     var subscriptions: [Subscription] = []
     /// SUBSCRIBE message ids waiting for their SUBACK → the filters they carried.

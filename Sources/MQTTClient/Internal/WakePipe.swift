@@ -1,0 +1,52 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A non-blocking pipe that wakes the network thread from `poll`: from its wait between connection attempts, and
+/// from its wait on the socket when another thread queued a packet or asked it to stop. (libmosquitto's own wake-up
+/// pipe is private to `mosquitto_loop`, which this client does not use: see ``ClientCore/runNetworkLoop()``.)
+final class WakePipe: Sendable {
+    let readEnd: Int32
+    private let writeEnd: Int32
+
+    init() throws(MQTTError) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else {
+            let code = errno
+            throw MQTTError(kind: .system, code: code, message: MosquittoLibrary.systemErrorText(code))
+        }
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        readEnd = ends[0]
+        writeEnd = ends[1]
+    }
+
+    deinit {
+        close(readEnd)
+        close(writeEnd)
+    }
+
+    /// Wakes the network thread (a full pipe already will).
+    func signal() {
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Empties the pipe after a wake-up.
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(readEnd, &buffer, buffer.count) > 0 {}
+    }
+
+    /// Waits up to `milliseconds` for a signal, and drains it.
+    func wait(milliseconds: Int32) {
+        var descriptor = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+        if poll(&descriptor, 1, milliseconds) > 0 { drain() }
+    }
+}
