@@ -3,7 +3,7 @@
 
 SWIFT        ?= swift
 APT_PACKAGES := pkg-config protobuf-compiler protobuf-c-compiler libprotobuf-c-dev \
-                libmosquitto-dev mosquitto mosquitto-clients
+                libmosquitto-dev mosquitto mosquitto-clients gcc make
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps run test build generate check-generated vectors bench clean
@@ -19,7 +19,7 @@ deps:
 
 ## run: build, start a local mosquitto (deploy/mosquitto/dev.conf) and the bridge; Ctrl-C stops both.
 ## Bridge options go in ARGS, e.g. `make run ARGS="--payload-format json --log-level debug"`.
-run: deps
+run: deps hub-sdk
 	$(SWIFT) build --product accessory-bridge
 	$(SWIFT) build --product accessoryctl
 	scripts/run.sh $(ARGS)
@@ -30,6 +30,7 @@ run: deps
 ## Swift's cooperative thread pool when ~200 tests run at once.
 test: deps
 	$(SWIFT) build --build-tests
+	$(MAKE) hub-check BRIDGE="$$($(SWIFT) build --show-bin-path)/accessory-bridge"
 	$(SWIFT) test --no-parallel
 
 ## build: debug build of everything
@@ -98,3 +99,68 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 .build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The C hub SDK (Sources/CAudioHub, README "For hub firmware"), built by plain make with the compiler firmware authors
+# use: libaudiohub.a, libaudiohub.so and audiohub.pc in .build-hub/, the generated protobuf-c code compiled in.
+
+HUB_CC      ?= cc
+HUB_CFLAGS  ?= -std=c99 -O2 -g -Wall -Wextra -Werror
+HUB_VERSION := 0.1.0
+HUB_BUILD   := .build-hub
+PREFIX      ?= /usr/local
+HUB_SRC     := $(wildcard Sources/CAudioHub/src/*.c) $(wildcard Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c)
+HUB_HEADERS := $(wildcard Sources/CAudioHub/include/*.h Sources/CAudioHub/src/*.h \
+                 Sources/CAccessoryWire/Generated/audioaccessory/v1/*.h)
+HUB_OBJ     := $(patsubst %.c,$(HUB_BUILD)/obj/%.o,$(notdir $(HUB_SRC)))
+HUB_INCLUDE := -I Sources/CAudioHub/include -I Sources/CAccessoryWire/Generated
+HUB_LIBS     = $$(pkg-config --libs libmosquitto libprotobuf-c) -pthread
+HUB_SIM     := $(HUB_BUILD)/hub-sim
+vpath %.c Sources/CAudioHub/src Sources/CAccessoryWire/Generated/audioaccessory/v1
+.PHONY: hub-sdk install hub-sim hub-check
+
+## hub-sdk: the SDK's static and shared libraries, and hub-sim, in .build-hub/
+hub-sdk: $(HUB_BUILD)/lib/libaudiohub.a $(HUB_BUILD)/lib/libaudiohub.so.$(HUB_VERSION) $(HUB_SIM)
+
+$(HUB_BUILD)/obj/%.o: %.c $(HUB_HEADERS) | deps
+	@mkdir -p $(@D)
+	$(HUB_CC) $(HUB_CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L $(HUB_INCLUDE) \
+	    $$(pkg-config --cflags libmosquitto libprotobuf-c) -c -o $@ $<
+
+$(HUB_BUILD)/lib/libaudiohub.a: $(HUB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $(HUB_OBJ)
+
+$(HUB_BUILD)/lib/libaudiohub.so.$(HUB_VERSION): $(HUB_OBJ)
+	@mkdir -p $(@D)
+	$(HUB_CC) -shared -Wl,-soname,libaudiohub.so.0 -Wl,--no-undefined -o $@ $(HUB_OBJ) $(HUB_LIBS)
+	ln -sf libaudiohub.so.$(HUB_VERSION) $(HUB_BUILD)/lib/libaudiohub.so.0
+	ln -sf libaudiohub.so.0 $(HUB_BUILD)/lib/libaudiohub.so
+
+## install: the SDK for firmware builds: `make install PREFIX=/some/dir` puts lib/libaudiohub.{a,so},
+## include/audiohub.h and lib/pkgconfig/audiohub.pc under PREFIX (default /usr/local; DESTDIR is honoured)
+install: $(HUB_BUILD)/lib/libaudiohub.a $(HUB_BUILD)/lib/libaudiohub.so.$(HUB_VERSION)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 Sources/CAudioHub/include/audiohub.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(HUB_BUILD)/lib/libaudiohub.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(HUB_BUILD)/lib/libaudiohub.so.$(HUB_VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libaudiohub.so.$(HUB_VERSION) $(DESTDIR)$(PREFIX)/lib/libaudiohub.so.0
+	ln -sf libaudiohub.so.0 $(DESTDIR)$(PREFIX)/lib/libaudiohub.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(HUB_VERSION)|' Sources/CAudioHub/audiohub.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/audiohub.pc
+
+$(HUB_SIM): $(wildcard Sources/hub-sim/*.c Sources/hub-sim/*.h) $(HUB_BUILD)/lib/libaudiohub.a
+	$(HUB_CC) $(HUB_CFLAGS) -D_POSIX_C_SOURCE=200809L $(HUB_INCLUDE) $$(pkg-config --cflags libmosquitto libprotobuf-c) \
+	    -o $@ $(filter %.c,$^) $(HUB_BUILD)/lib/libaudiohub.a $(HUB_LIBS) -lm
+
+## hub-sim: builds the hub simulator and prints its path (`$(make -s hub-sim) --help`)
+hub-sim: $(HUB_SIM)
+	@echo $(abspath $(HUB_SIM))
+
+## hub-check: the SDK's checks outside Swift (run by `make test`): an install into a clean temporary directory and
+## Examples/hub-c built from it with pkg-config; the SDK under AddressSanitizer and LeakSanitizer for 10,000
+## requests against a real mosquitto and bridge (BRIDGE=path of accessory-bridge, built by `swift build`)
+BRIDGE ?= .build/debug/accessory-bridge
+hub-check: hub-sdk
+	scripts/hub-install-check.sh
+	BRIDGE=$(BRIDGE) scripts/hub-leak-check.sh

@@ -187,6 +187,28 @@ let package = Package(
         // C helpers for the cross-language tests: builds each message with protobuf-c, and renders
         // protobuf-c's decoding as canonical JSON.
         .target(name: "CWireFixtures", dependencies: ["CAccessoryWire"], path: "Tests/CWireFixtures"),
+
+        // The C hub SDK (include/audiohub.h): C99 on libmosquitto and libprotobuf-c, no Swift at run time. Firmware
+        // authors build it with plain make (`make install PREFIX=...`); SwiftPM builds it for the tests and hub-sim.
+        .target(
+            name: "CAudioHub",
+            dependencies: ["CAccessoryWire", "CMosquitto", "CProtobufC"],
+            exclude: ["audiohub.pc.in"],
+            linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("protobuf-c"), .linkedLibrary("pthread")]
+        ),
+        // hub-sim: H hubs x A accessories on the SDK, against a bridge (`make hub-sim` prints its path).
+        .executableTarget(
+            name: "hub-sim", dependencies: ["CAudioHub", "CAccessoryWire", "CMosquitto"], path: "Sources/hub-sim",
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+        // The SDK against Swift's golden vectors, a real mosquitto and the real bridge; hub-sim end to end.
+        .testTarget(
+            name: "HubSDKTests",
+            dependencies: [
+                "CAudioHub", "AccessoryWire", "MQTTClient", "TestSupport",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

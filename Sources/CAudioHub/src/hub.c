@@ -1,0 +1,1873 @@
+/*
+ * The hub: its connection, its accessories (the cache, the sequences, the queue of requests), and the loop that
+ * sends, resends and completes them. See include/audiohub.h.
+ *
+ * One mutex guards the handle. libmosquitto's callbacks run inside mosquitto_loop, which is called without the
+ * mutex; they take it, and call the caller's callbacks only after releasing it, so that those may make requests.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "hub_private.h"
+
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CONTENT_TYPE "application/protobuf"
+#define TOPIC_ROOT_MAX 200
+#define TOPIC_MAX (TOPIC_ROOT_MAX + 2 * AUDIOHUB_ID_MAX + 64)
+#define REQUEST_ID_MAX (AUDIOHUB_ID_MAX + 24)
+#define PAYLOAD_MAX (2 * AUDIOHUB_TEXT_MAX + 2 * AUDIOHUB_ID_MAX + 128)
+#define MAX_RESYNCS 3
+#define STOP_GRACE_MS 2000
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Types                                                                                                         */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+enum connection {
+    CONN_IDLE,          /* no connection wanted */
+    CONN_WAITING,       /* wanted; the next attempt at reconnect_at_ms */
+    CONN_CONNECTING,    /* socket and CONNECT under way */
+    CONN_SUBSCRIBING,   /* CONNACK received, SUBACK awaited */
+    CONN_READY,         /* subscribed: requests go out */
+    CONN_DISCONNECTING, /* audiohub_disconnect: the goodbye is being written */
+};
+
+struct accessory;
+
+/* One request. The head of its accessory's queue is in flight once started (sequence != 0). */
+struct request {
+    struct request *next;
+    struct accessory *accessory;
+    enum audiohub_operation operation;
+    bool rebirth; /* answers a rebirth request: filled from the cache when its turn comes; no callback */
+    audiohub_completion_cb callback;
+    void *context;
+
+    char *name;  /* pair */
+    char *model; /* pair */
+    unsigned capabilities; /* pair: hardware; register; update: the configuration's */
+    enum audiohub_placement placement;
+    struct audiohub_address primary;
+    struct audiohub_address secondary;
+
+    /* Once started: */
+    uint64_t sequence;
+    char request_id[REQUEST_ID_MAX];
+    uint8_t *payload;
+    size_t payload_length;
+    unsigned attempts;
+    unsigned resyncs;
+    int64_t deadline_ms; /* monotonic: when to send again */
+    size_t heap_index;   /* in the deadline heap, or SIZE_MAX */
+};
+
+struct accessory {
+    struct accessory *bucket_next;
+    char id[AUDIOHUB_ID_MAX + 1];
+    /* The cache: what succeeded. */
+    bool paired;
+    bool registered;
+    char *name;
+    char *model;
+    unsigned hardware_capabilities;
+    struct audiohub_configuration configuration;
+    /* Sequences: the last one used, once known. */
+    bool sequence_known;
+    uint64_t last_sequence;
+    /* Requests, oldest first. */
+    struct request *head;
+    struct request *tail;
+    size_t queued;
+    size_t rebirth_requests; /* of those, answering a rebirth */
+};
+
+struct audiohub {
+    pthread_mutex_t mutex;
+    struct mosquitto *mosq;
+    void *userdata;
+    char hub_id[AUDIOHUB_ID_MAX + 1];
+    char topic_root[TOPIC_ROOT_MAX + 1];
+    char response_topic[TOPIC_MAX];
+    char rebirth_topic[TOPIC_MAX];
+    char status_topic[TOPIC_MAX];
+
+    /* Options. */
+    long timeout_ms;
+    long timeout_max_ms;
+    long max_attempts;
+    long queue_limit;
+    long reconnect_min_ms;
+    long reconnect_max_ms;
+    long keepalive_s;
+
+    /* Connection. */
+    char *host;
+    int port;
+    bool tls;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    bool configured;   /* audiohub_connect succeeded once: settings are fixed */
+    bool ever_started; /* mosquitto_connect_async ran once: later attempts reconnect */
+    enum connection connection;
+    int64_t reconnect_at_ms;
+    long reconnect_delay_ms;
+    int subscribe_mid;
+    int last_mosquitto_error;
+
+    /* Callbacks. */
+    audiohub_connect_cb on_connect;
+    audiohub_disconnect_cb on_disconnect;
+    audiohub_rebirth_cb on_rebirth;
+    audiohub_sequence_load_cb load_sequence;
+    audiohub_sequence_save_cb save_sequence;
+
+    /* Accessories by id. */
+    struct accessory **buckets;
+    size_t bucket_count;
+    size_t accessory_count;
+
+    /* The requests in flight, by deadline (a binary min-heap). */
+    struct request **heap;
+    size_t heap_count;
+    size_t heap_capacity;
+
+    uint64_t request_number;
+    size_t counted; /* the caller's requests held, for the queue limit */
+    struct audiohub_stats stats;
+
+    /* The loop thread. */
+    pthread_t thread;
+    bool thread_running;
+    bool thread_stop;
+};
+
+/* A request to complete once the mutex is released. */
+struct completion {
+    struct request *request;
+    const struct audiohub_result *bridge_result; /* NULL: no answer (status says why) */
+    enum audiohub_err status;
+};
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Small helpers                                                                                                 */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static void lock(struct audiohub *hub) { pthread_mutex_lock(&hub->mutex); }
+static void unlock(struct audiohub *hub) { pthread_mutex_unlock(&hub->mutex); }
+
+static char *duplicate_text(const char *text)
+{
+    size_t length = strlen(text) + 1;
+    char *copy = malloc(length);
+    if (copy != NULL) {
+        memcpy(copy, text, length);
+    }
+    return copy;
+}
+
+static bool replace_text(char **slot, const char *text)
+{
+    char *copy = duplicate_text(text != NULL ? text : "");
+    if (copy == NULL) {
+        return false;
+    }
+    free(*slot);
+    *slot = copy;
+    return true;
+}
+
+static bool is_lowercase_hex12(const char *id)
+{
+    if (strlen(id) != 12) {
+        return false;
+    }
+    for (const char *c = id; *c != '\0'; c++) {
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static enum audiohub_err mosquitto_failure(struct audiohub *hub, int rc)
+{
+    hub->last_mosquitto_error = rc;
+    if (rc == MOSQ_ERR_NOMEM) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    if (rc == MOSQ_ERR_ERRNO) {
+        return AUDIOHUB_ERR_ERRNO;
+    }
+    return AUDIOHUB_ERR_MOSQUITTO;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The deadline heap                                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static void heap_swap(struct audiohub *hub, size_t a, size_t b)
+{
+    struct request *t = hub->heap[a];
+    hub->heap[a] = hub->heap[b];
+    hub->heap[b] = t;
+    hub->heap[a]->heap_index = a;
+    hub->heap[b]->heap_index = b;
+}
+
+static void heap_up(struct audiohub *hub, size_t i)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (hub->heap[parent]->deadline_ms <= hub->heap[i]->deadline_ms) {
+            break;
+        }
+        heap_swap(hub, i, parent);
+        i = parent;
+    }
+}
+
+static void heap_down(struct audiohub *hub, size_t i)
+{
+    for (;;) {
+        size_t smallest = i;
+        size_t left = 2 * i + 1;
+        size_t right = left + 1;
+        if (left < hub->heap_count && hub->heap[left]->deadline_ms < hub->heap[smallest]->deadline_ms) {
+            smallest = left;
+        }
+        if (right < hub->heap_count && hub->heap[right]->deadline_ms < hub->heap[smallest]->deadline_ms) {
+            smallest = right;
+        }
+        if (smallest == i) {
+            return;
+        }
+        heap_swap(hub, i, smallest);
+        i = smallest;
+    }
+}
+
+static bool heap_push(struct audiohub *hub, struct request *request)
+{
+    if (hub->heap_count == hub->heap_capacity) {
+        size_t capacity = hub->heap_capacity == 0 ? 64 : hub->heap_capacity * 2;
+        struct request **grown = realloc(hub->heap, capacity * sizeof *grown);
+        if (grown == NULL) {
+            return false;
+        }
+        hub->heap = grown;
+        hub->heap_capacity = capacity;
+    }
+    request->heap_index = hub->heap_count;
+    hub->heap[hub->heap_count++] = request;
+    heap_up(hub, request->heap_index);
+    return true;
+}
+
+static void heap_remove(struct audiohub *hub, struct request *request)
+{
+    size_t i = request->heap_index;
+    if (i == SIZE_MAX) {
+        return;
+    }
+    request->heap_index = SIZE_MAX;
+    hub->heap_count--;
+    if (i == hub->heap_count) {
+        return;
+    }
+    hub->heap[i] = hub->heap[hub->heap_count];
+    hub->heap[i]->heap_index = i;
+    heap_down(hub, i);
+    heap_up(hub, i);
+}
+
+/* Moves a request in flight to a new deadline. */
+static void heap_reschedule(struct audiohub *hub, struct request *request, int64_t deadline_ms)
+{
+    request->deadline_ms = deadline_ms;
+    if (request->heap_index == SIZE_MAX) {
+        if (!heap_push(hub, request)) {
+            /* Out of memory: it stays in flight, resent on the next connection. */
+        }
+        return;
+    }
+    heap_down(hub, request->heap_index);
+    heap_up(hub, request->heap_index);
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Accessories                                                                                                   */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static size_t hash_id(const char *id)
+{
+    uint64_t hash = 14695981039346656037ULL;
+    for (const unsigned char *c = (const unsigned char *)id; *c != '\0'; c++) {
+        hash = (hash ^ *c) * 1099511628211ULL;
+    }
+    return (size_t)hash;
+}
+
+static struct accessory *find_accessory(struct audiohub *hub, const char *id)
+{
+    if (hub->bucket_count == 0) {
+        return NULL;
+    }
+    for (struct accessory *a = hub->buckets[hash_id(id) & (hub->bucket_count - 1)]; a != NULL; a = a->bucket_next) {
+        if (strcmp(a->id, id) == 0) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+static bool grow_buckets(struct audiohub *hub)
+{
+    size_t count = hub->bucket_count == 0 ? 64 : hub->bucket_count * 2;
+    struct accessory **buckets = calloc(count, sizeof *buckets);
+    if (buckets == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < hub->bucket_count; i++) {
+        struct accessory *a = hub->buckets[i];
+        while (a != NULL) {
+            struct accessory *next = a->bucket_next;
+            size_t slot = hash_id(a->id) & (count - 1);
+            a->bucket_next = buckets[slot];
+            buckets[slot] = a;
+            a = next;
+        }
+    }
+    free(hub->buckets);
+    hub->buckets = buckets;
+    hub->bucket_count = count;
+    return true;
+}
+
+/* The accessory `id` (valid), made when new; NULL when out of memory. */
+static struct accessory *accessory_for(struct audiohub *hub, const char *id)
+{
+    struct accessory *found = find_accessory(hub, id);
+    if (found != NULL) {
+        return found;
+    }
+    if (hub->accessory_count >= hub->bucket_count && !grow_buckets(hub)) {
+        return NULL;
+    }
+    struct accessory *a = calloc(1, sizeof *a);
+    if (a == NULL) {
+        return NULL;
+    }
+    strcpy(a->id, id);
+    size_t slot = hash_id(id) & (hub->bucket_count - 1);
+    a->bucket_next = hub->buckets[slot];
+    hub->buckets[slot] = a;
+    hub->accessory_count++;
+    return a;
+}
+
+static void free_request(struct request *request)
+{
+    if (request == NULL) {
+        return;
+    }
+    free(request->name);
+    free(request->model);
+    free(request->payload);
+    free(request);
+}
+
+static struct request *new_request(enum audiohub_operation operation)
+{
+    struct request *request = calloc(1, sizeof *request);
+    if (request != NULL) {
+        request->operation = operation;
+        request->heap_index = SIZE_MAX;
+    }
+    return request;
+}
+
+/* Takes `request` (the head of its accessory's queue) out of the queue and the heap. */
+static void detach_head(struct audiohub *hub, struct request *request)
+{
+    struct accessory *a = request->accessory;
+    heap_remove(hub, request);
+    a->head = request->next;
+    if (a->head == NULL) {
+        a->tail = NULL;
+    }
+    request->next = NULL;
+    a->queued--;
+    if (request->rebirth) {
+        a->rebirth_requests--;
+    } else {
+        hub->counted--;
+    }
+    hub->stats.queued--;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The cache                                                                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* What a successful request changes in the cache. */
+static void apply_to_cache(struct accessory *a, const struct request *request)
+{
+    switch (request->operation) {
+    case AUDIOHUB_OP_PAIR:
+        if (replace_text(&a->name, request->name) && replace_text(&a->model, request->model)) {
+            a->paired = true;
+        }
+        a->hardware_capabilities = request->capabilities;
+        /* Paired again while registered: the registration is invalidated until the next register. */
+        a->registered = false;
+        break;
+    case AUDIOHUB_OP_UNPAIR:
+        a->paired = false;
+        a->registered = false;
+        free(a->name);
+        free(a->model);
+        a->name = NULL;
+        a->model = NULL;
+        a->hardware_capabilities = 0;
+        memset(&a->configuration, 0, sizeof a->configuration);
+        break;
+    case AUDIOHUB_OP_REGISTER:
+        a->registered = true;
+        a->configuration.capabilities = request->capabilities;
+        if (!(request->capabilities & AUDIOHUB_CAP_PLACEMENT)) {
+            a->configuration.placement = AUDIOHUB_PLACEMENT_NONE;
+        }
+        break;
+    case AUDIOHUB_OP_UPDATE:
+        a->configuration.capabilities = request->capabilities;
+        a->configuration.placement = request->placement;
+        a->configuration.primary = request->primary;
+        a->configuration.secondary = request->secondary;
+        break;
+    case AUDIOHUB_OP_PLACEMENT:
+        a->configuration.placement = request->placement;
+        break;
+    case AUDIOHUB_OP_SOURCES:
+        a->configuration.primary = request->primary;
+        a->configuration.secondary = request->secondary;
+        break;
+    }
+}
+
+/* A hub that restarted knows nothing of an accessory it paired before: it takes the bridge's view from the first
+ * result about it, so that it can answer a rebirth. */
+static void adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state)
+{
+    if (a->paired || state == NULL || strcmp(state->hub_id, hub->hub_id) != 0 ||
+        strcmp(state->accessory_id, a->id) != 0) {
+        return;
+    }
+    if (state->registration != AUDIOHUB_REGISTRATION_PAIRED &&
+        state->registration != AUDIOHUB_REGISTRATION_REGISTERED &&
+        state->registration != AUDIOHUB_REGISTRATION_INVALIDATED) {
+        return;
+    }
+    if (!replace_text(&a->name, state->name) || !replace_text(&a->model, state->model)) {
+        return;
+    }
+    a->paired = true;
+    a->registered = state->registration == AUDIOHUB_REGISTRATION_REGISTERED;
+    a->hardware_capabilities = state->hardware_capabilities;
+    a->configuration = state->configuration;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Sending                                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static int64_t attempt_timeout_ms(const struct audiohub *hub, unsigned attempts)
+{
+    int64_t timeout = hub->timeout_ms;
+    for (unsigned i = 1; i < attempts && timeout < hub->timeout_max_ms; i++) {
+        timeout *= 2;
+    }
+    return timeout < hub->timeout_max_ms ? timeout : hub->timeout_max_ms;
+}
+
+/* Hands the request's PUBLISH to libmosquitto and sets its next deadline. */
+static void publish_request(struct audiohub *hub, struct request *request)
+{
+    char topic[TOPIC_MAX];
+    snprintf(topic, sizeof topic, "%s/hubs/%s/accessories/%s/telemetry", hub->topic_root, hub->hub_id,
+             request->accessory->id);
+    mosquitto_property *properties = NULL;
+    int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_property_add_string(&properties, MQTT_PROP_RESPONSE_TOPIC, hub->response_topic);
+    }
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_property_add_binary(&properties, MQTT_PROP_CORRELATION_DATA, request->request_id,
+                                           (uint16_t)strlen(request->request_id));
+    }
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_publish_v5(hub->mosq, NULL, topic, (int)request->payload_length, request->payload, 1, false,
+                                  properties);
+    }
+    mosquitto_property_free_all(&properties);
+    request->attempts++;
+    if (request->attempts > 1) {
+        hub->stats.resends++;
+    }
+    if (rc == MOSQ_ERR_SUCCESS) {
+        hub->stats.publishes++;
+    } else {
+        /* Not sent (the connection is going, or memory ran out): the deadline or the next connection resends it. */
+        hub->last_mosquitto_error = rc;
+    }
+    heap_reschedule(hub, request, ah_monotonic_ms() + attempt_timeout_ms(hub, request->attempts));
+}
+
+/* The next sequence of `a`: see audiohub_sequence_callbacks_set. */
+static uint64_t next_sequence(struct audiohub *hub, struct accessory *a)
+{
+    if (!a->sequence_known) {
+        uint64_t loaded = 0;
+        if (hub->load_sequence != NULL && hub->load_sequence(hub, hub->userdata, a->id, &loaded)) {
+            a->last_sequence = loaded;
+        } else {
+            int64_t now = ah_wall_ms();
+            a->last_sequence = now > 1 ? (uint64_t)now - 1 : 0;
+        }
+        a->sequence_known = true;
+    }
+    if (a->last_sequence == UINT64_MAX) {
+        a->last_sequence = 0; /* 0 is unsequenced; a birth would restart the count anyway */
+    }
+    uint64_t sequence = ++a->last_sequence;
+    if (hub->save_sequence != NULL) {
+        hub->save_sequence(hub, hub->userdata, a->id, sequence);
+    }
+    return sequence;
+}
+
+/* Gives `request` a (new) sequence and request id, and packs it. On failure (out of memory) the request is left as
+ * it was; the sequence it took is skipped, which at worst makes the bridge ask for a rebirth. */
+static bool number_request(struct audiohub *hub, struct request *request)
+{
+    struct accessory *a = request->accessory;
+    uint64_t sequence = next_sequence(hub, a);
+    char request_id[REQUEST_ID_MAX];
+    snprintf(request_id, sizeof request_id, "%s.%" PRIu64, a->id, ++hub->request_number);
+
+    struct audiohub_internal_telemetry telemetry;
+    memset(&telemetry, 0, sizeof telemetry);
+    telemetry.sequence = sequence;
+    telemetry.request_id = request_id;
+    telemetry.accessory_id = a->id;
+    telemetry.operation = request->operation;
+    telemetry.name = request->name;
+    telemetry.model = request->model;
+    telemetry.capabilities_count = audiohub_internal_capability_values(request->capabilities, telemetry.capabilities);
+    telemetry.placement = request->placement;
+    telemetry.primary = request->primary;
+    telemetry.secondary = request->secondary;
+
+    uint8_t buffer[PAYLOAD_MAX];
+    size_t length = audiohub_internal_pack_telemetry(&telemetry, buffer, sizeof buffer);
+    uint8_t *payload = length > 0 ? malloc(length) : NULL;
+    if (payload == NULL) {
+        return false;
+    }
+    memcpy(payload, buffer, length);
+    free(request->payload);
+    request->payload = payload;
+    request->payload_length = length;
+    request->sequence = sequence;
+    memcpy(request->request_id, request_id, sizeof request_id);
+    return true;
+}
+
+/* Fills the requests of a rebirth from the cache when the first (its pair) starts: pair, and register and update
+ * when the accessory is registered (else they are marked with capabilities 0 and dropped when their turn comes).
+ * Returns false when the cache cannot answer: the accessory was unpaired meanwhile. */
+static bool fill_rebirth(struct request *pair)
+{
+    struct accessory *a = pair->accessory;
+    if (!a->paired || !replace_text(&pair->name, a->name) || !replace_text(&pair->model, a->model)) {
+        return false;
+    }
+    pair->capabilities = a->hardware_capabilities;
+    struct request *registration = pair->next;
+    struct request *update = registration->next;
+    bool registered = a->registered && a->configuration.capabilities != 0;
+    registration->capabilities = registered ? a->configuration.capabilities : 0;
+    update->capabilities = registered ? a->configuration.capabilities : 0;
+    update->placement = a->configuration.placement;
+    update->primary = a->configuration.primary;
+    update->secondary = a->configuration.secondary;
+    return true;
+}
+
+/* Starts the head of `a`'s queue if it is not in flight yet (only while connected). A rebirth request with nothing
+ * to say is dropped; a request that cannot be packed (out of memory) waits for the next connection. */
+static void start_head(struct audiohub *hub, struct accessory *a)
+{
+    while (a->head != NULL && a->head->sequence == 0 && hub->connection == CONN_READY) {
+        struct request *request = a->head;
+        if (request->rebirth) {
+            bool wanted = request->operation == AUDIOHUB_OP_PAIR ? fill_rebirth(request) : request->capabilities != 0;
+            if (!wanted || !number_request(hub, request)) {
+                if (!wanted && request->operation == AUDIOHUB_OP_PAIR) {
+                    /* The whole rebirth goes: its register and update follow. */
+                    for (int i = 0; i < 2 && request->next != NULL && request->next->rebirth; i++) {
+                        request->next->capabilities = 0;
+                    }
+                }
+                detach_head(hub, request);
+                free_request(request);
+                continue;
+            }
+        } else if (!number_request(hub, request)) {
+            return;
+        }
+        publish_request(hub, request);
+    }
+}
+
+/* Appends a caller's request to its accessory's queue and starts it when possible. */
+static void enqueue(struct audiohub *hub, struct accessory *a, struct request *request)
+{
+    request->accessory = a;
+    request->heap_index = SIZE_MAX;
+    request->next = NULL;
+    if (a->tail != NULL) {
+        a->tail->next = request;
+    } else {
+        a->head = request;
+    }
+    a->tail = request;
+    a->queued++;
+    hub->counted++;
+    hub->stats.queued++;
+    hub->stats.requests++;
+    start_head(hub, a);
+}
+
+/* Queues a rebirth's pair, register and update right after the request in flight (or first, when none is), so that
+ * the bridge is restored before the caller's later requests apply on top. */
+static void enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3])
+{
+    for (int i = 0; i < 3; i++) {
+        chain[i]->accessory = a;
+        chain[i]->rebirth = true;
+        chain[i]->heap_index = SIZE_MAX;
+        chain[i]->next = i < 2 ? chain[i + 1] : NULL;
+    }
+    struct request *before = (a->head != NULL && a->head->sequence != 0) ? a->head : NULL;
+    if (before != NULL) {
+        chain[2]->next = before->next;
+        before->next = chain[0];
+    } else {
+        chain[2]->next = a->head;
+        a->head = chain[0];
+    }
+    if (chain[2]->next == NULL) {
+        a->tail = chain[2];
+    }
+    a->queued += 3;
+    a->rebirth_requests += 3;
+    hub->stats.queued += 3;
+    hub->stats.rebirth_requests += 3;
+    start_head(hub, a);
+}
+
+/* Sends again every request in flight and starts every waiting one: a new connection. */
+static void send_everything(struct audiohub *hub)
+{
+    for (size_t i = 0; i < hub->bucket_count; i++) {
+        for (struct accessory *a = hub->buckets[i]; a != NULL; a = a->bucket_next) {
+            if (a->head == NULL) {
+                continue;
+            }
+            if (a->head->sequence != 0) {
+                publish_request(hub, a->head);
+            } else {
+                start_head(hub, a);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Completing                                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Calls the completion of `request` (mutex released) and frees it. */
+static void complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
+                     enum audiohub_err status)
+{
+    if (!request->rebirth && request->callback != NULL) {
+        struct audiohub_result result;
+        if (bridge_result != NULL) {
+            result = *bridge_result;
+        } else {
+            memset(&result, 0, sizeof result);
+            result.error = AUDIOHUB_KIT_UNSPECIFIED;
+            result.message = "";
+            result.request_id = request->request_id;
+            result.sequence = request->sequence;
+        }
+        result.status = status;
+        result.operation = request->operation;
+        result.accessory_id = request->accessory->id;
+        result.attempts = request->attempts;
+        result.context = request->context;
+        request->callback(hub, hub->userdata, &result);
+    }
+    free_request(request);
+}
+
+/* The bridge's answer to the request in flight of `a` (mutex held). Returns the request to complete, or NULL when
+ * the answer completes nothing (a stray, or a resync sent the request again). */
+static struct request *take_answer(struct audiohub *hub, struct accessory *a, const struct audiohub_result *result)
+{
+    struct request *request = a->head;
+    if (request == NULL || request->sequence == 0 || strcmp(request->request_id, result->request_id) != 0) {
+        hub->stats.stray_results++;
+        return NULL;
+    }
+    const struct audiohub_state *state = result->state;
+    if (result->duplicate && state != NULL && state->last_sequence > request->sequence &&
+        strcmp(state->hub_id, hub->hub_id) == 0 && request->resyncs < MAX_RESYNCS) {
+        /* A duplicate of a sequence older than the bridge's last: this count is behind the bridge's (a clock that
+         * went back, a stale restore). Continue above it and send the request again, as new. */
+        request->resyncs++;
+        hub->stats.resyncs++;
+        a->last_sequence = state->last_sequence;
+        if (number_request(hub, request)) {
+            request->attempts = 0;
+            publish_request(hub, request);
+            return NULL;
+        }
+    }
+    detach_head(hub, request);
+    adopt_state(hub, a, state);
+    if (result->error == AUDIOHUB_KIT_NONE) {
+        apply_to_cache(a, request);
+    }
+    if (!request->rebirth) {
+        hub->stats.completed++;
+    }
+    start_head(hub, a);
+    return request;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* libmosquitto's callbacks (inside mosquitto_loop, on the loop's thread, mutex not held)                        */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static void handle_result(struct audiohub *hub, const struct mosquitto_message *message,
+                          const mosquitto_property *properties)
+{
+    struct ah_decoded_result decoded;
+    if (ah_decode_result(message->payload, (size_t)message->payloadlen, &decoded) != AUDIOHUB_ERR_SUCCESS) {
+        return;
+    }
+    /* The correlation data is the request id; the payload's request_id says the same. */
+    char request_id[REQUEST_ID_MAX] = "";
+    void *correlation = NULL;
+    uint16_t correlation_length = 0;
+    if (mosquitto_property_read_binary(properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_length,
+                                       false) != NULL &&
+        correlation_length < sizeof request_id) {
+        memcpy(request_id, correlation, correlation_length);
+        request_id[correlation_length] = '\0';
+    } else if (strlen(decoded.view.request_id) < sizeof request_id) {
+        strcpy(request_id, decoded.view.request_id);
+    }
+    free(correlation);
+    decoded.view.request_id = request_id;
+
+    /* Request ids are "<accessory id>.<number>". */
+    char accessory_id[AUDIOHUB_ID_MAX + 1] = "";
+    const char *dot = strrchr(request_id, '.');
+    if (dot != NULL && (size_t)(dot - request_id) <= AUDIOHUB_ID_MAX) {
+        memcpy(accessory_id, request_id, (size_t)(dot - request_id));
+        accessory_id[dot - request_id] = '\0';
+    }
+
+    lock(hub);
+    hub->stats.results++;
+    if (decoded.view.duplicate) {
+        hub->stats.duplicates++;
+    }
+    struct accessory *a = find_accessory(hub, accessory_id);
+    struct request *done = NULL;
+    if (a != NULL) {
+        done = take_answer(hub, a, &decoded.view);
+    } else {
+        hub->stats.stray_results++;
+    }
+    unlock(hub);
+
+    if (done != NULL) {
+        complete(hub, done, &decoded.view, AUDIOHUB_ERR_SUCCESS);
+    }
+    ah_decoded_result_free(&decoded);
+}
+
+static void handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message)
+{
+    char accessory_id[AUDIOHUB_ID_MAX + 1];
+    uint64_t last = 0;
+    uint64_t received = 0;
+    if (ah_decode_rebirth(message->payload, (size_t)message->payloadlen, accessory_id, &last, &received) !=
+        AUDIOHUB_ERR_SUCCESS) {
+        return;
+    }
+    lock(hub);
+    hub->stats.rebirths++;
+    struct accessory *a = find_accessory(hub, accessory_id);
+    bool answered = false;
+    if (a != NULL && a->paired) {
+        if (a->rebirth_requests > 0) {
+            answered = true; /* already being answered */
+        } else {
+            struct request *chain[3] = {new_request(AUDIOHUB_OP_PAIR), new_request(AUDIOHUB_OP_REGISTER),
+                                        new_request(AUDIOHUB_OP_UPDATE)};
+            if (chain[0] != NULL && chain[1] != NULL && chain[2] != NULL) {
+                enqueue_rebirth(hub, a, chain);
+                answered = true;
+            } else {
+                for (int i = 0; i < 3; i++) {
+                    free_request(chain[i]);
+                }
+            }
+        }
+    }
+    audiohub_rebirth_cb on_rebirth = hub->on_rebirth;
+    unlock(hub);
+    if (on_rebirth != NULL) {
+        on_rebirth(hub, hub->userdata, accessory_id, last, received, answered);
+    }
+}
+
+static void on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
+                       const mosquitto_property *properties)
+{
+    (void)mosq;
+    struct audiohub *hub = userdata;
+    if (strcmp(message->topic, hub->response_topic) == 0) {
+        handle_result(hub, message, properties);
+    } else if (strcmp(message->topic, hub->rebirth_topic) == 0) {
+        handle_rebirth(hub, message);
+    }
+}
+
+static void publish_status(struct audiohub *hub, bool online)
+{
+    uint8_t payload[32];
+    size_t length = ah_pack_hub_status(online, ah_wall_ms(), payload, sizeof payload);
+    mosquitto_property *properties = NULL;
+    int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_publish_v5(hub->mosq, NULL, hub->status_topic, (int)length, payload, 1, true, properties);
+    }
+    mosquitto_property_free_all(&properties);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        hub->last_mosquitto_error = rc;
+    }
+}
+
+static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, const mosquitto_property *props)
+{
+    (void)flags;
+    (void)props;
+    struct audiohub *hub = userdata;
+    lock(hub);
+    audiohub_connect_cb callback = NULL;
+    if (rc != 0) {
+        /* Refused: libmosquitto closes the connection next, and on_disconnect schedules the next attempt. */
+        callback = hub->on_connect;
+    } else if (hub->connection == CONN_CONNECTING) {
+        char *topics[2] = {hub->response_topic, hub->rebirth_topic};
+        int subscribed = mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, 2, topics, 1, 0, NULL);
+        if (subscribed == MOSQ_ERR_SUCCESS) {
+            hub->connection = CONN_SUBSCRIBING;
+            publish_status(hub, true);
+        } else {
+            hub->last_mosquitto_error = subscribed;
+            mosquitto_disconnect(mosq);
+        }
+    }
+    unlock(hub);
+    if (callback != NULL) {
+        callback(hub, hub->userdata, rc);
+    }
+}
+
+static void on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int count, const int *granted,
+                         const mosquitto_property *props)
+{
+    (void)mosq;
+    (void)props;
+    (void)granted;
+    (void)count;
+    struct audiohub *hub = userdata;
+    lock(hub);
+    audiohub_connect_cb callback = NULL;
+    if (hub->connection == CONN_SUBSCRIBING && mid == hub->subscribe_mid) {
+        hub->connection = CONN_READY;
+        hub->reconnect_delay_ms = hub->reconnect_min_ms;
+        hub->stats.connections++;
+        send_everything(hub);
+        callback = hub->on_connect;
+    }
+    unlock(hub);
+    if (callback != NULL) {
+        callback(hub, hub->userdata, 0);
+    }
+}
+
+/* Schedules the next connection attempt (mutex held). */
+static void schedule_reconnect(struct audiohub *hub)
+{
+    hub->connection = CONN_WAITING;
+    hub->reconnect_at_ms = ah_monotonic_ms() + hub->reconnect_delay_ms;
+    hub->reconnect_delay_ms = hub->reconnect_delay_ms * 2 < hub->reconnect_max_ms ? hub->reconnect_delay_ms * 2
+                                                                                   : hub->reconnect_max_ms;
+}
+
+static void on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosquitto_property *props)
+{
+    (void)mosq;
+    (void)props;
+    struct audiohub *hub = userdata;
+    lock(hub);
+    bool was_up = hub->connection == CONN_READY || hub->connection == CONN_SUBSCRIBING ||
+                  hub->connection == CONN_DISCONNECTING;
+    if (hub->connection == CONN_DISCONNECTING || hub->connection == CONN_IDLE) {
+        hub->connection = CONN_IDLE;
+    } else {
+        if (rc != 0) {
+            hub->last_mosquitto_error = rc;
+        }
+        schedule_reconnect(hub);
+    }
+    audiohub_disconnect_cb callback = was_up ? hub->on_disconnect : NULL;
+    unlock(hub);
+    if (callback != NULL) {
+        callback(hub, hub->userdata, rc);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The handle                                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+enum audiohub_err audiohub_lib_init(void)
+{
+    return mosquitto_lib_init() == MOSQ_ERR_SUCCESS ? AUDIOHUB_ERR_SUCCESS : AUDIOHUB_ERR_MOSQUITTO;
+}
+
+enum audiohub_err audiohub_lib_cleanup(void)
+{
+    mosquitto_lib_cleanup();
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+static void set_topics(struct audiohub *hub, const char *token)
+{
+    snprintf(hub->response_topic, sizeof hub->response_topic, "%s/hubs/%s/responses/%s", hub->topic_root,
+             hub->hub_id, token);
+    snprintf(hub->rebirth_topic, sizeof hub->rebirth_topic, "%s/hubs/%s/rebirth", hub->topic_root, hub->hub_id);
+    snprintf(hub->status_topic, sizeof hub->status_topic, "%s/hubs/%s/status", hub->topic_root, hub->hub_id);
+}
+
+/* A token for the response topic, different for every handle of every process. */
+static void make_token(struct audiohub *hub, char *out, size_t size)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t mix = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 30) ^ (uint64_t)(uintptr_t)hub;
+    FILE *random = fopen("/dev/urandom", "rb");
+    if (random != NULL) {
+        uint64_t bytes = 0;
+        if (fread(&bytes, sizeof bytes, 1, random) == 1) {
+            mix ^= bytes;
+        }
+        fclose(random);
+    }
+    snprintf(out, size, "%016" PRIx64, mix);
+}
+
+enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audiohub **out)
+{
+    if (out == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    *out = NULL;
+    if (!ah_valid_id(hub_id) || is_lowercase_hex12(hub_id)) {
+        return AUDIOHUB_ERR_HUB_ID;
+    }
+    struct audiohub *hub = calloc(1, sizeof *hub);
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    if (pthread_mutex_init(&hub->mutex, NULL) != 0) {
+        free(hub);
+        return AUDIOHUB_ERR_ERRNO;
+    }
+    hub->userdata = userdata;
+    strcpy(hub->hub_id, hub_id);
+    strcpy(hub->topic_root, "audio");
+    hub->timeout_ms = 2000;
+    hub->timeout_max_ms = 30000;
+    hub->max_attempts = 0;
+    hub->queue_limit = 1024;
+    hub->reconnect_min_ms = 250;
+    hub->reconnect_max_ms = 30000;
+    hub->keepalive_s = 30;
+    hub->reconnect_delay_ms = hub->reconnect_min_ms;
+    hub->connection = CONN_IDLE;
+    char token[20];
+    make_token(hub, token, sizeof token);
+    set_topics(hub, token);
+
+    hub->mosq = mosquitto_new(hub_id, true, hub);
+    if (hub->mosq == NULL) {
+        enum audiohub_err rc = errno == ENOMEM ? AUDIOHUB_ERR_NOMEM : AUDIOHUB_ERR_ERRNO;
+        pthread_mutex_destroy(&hub->mutex);
+        free(hub);
+        return rc;
+    }
+    int rc = mosquitto_int_option(hub->mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+    if (rc == MOSQ_ERR_SUCCESS) {
+        /* Small messages, each awaited: Nagle's algorithm would hold them back behind delayed ACKs (~40 ms). */
+        rc = mosquitto_int_option(hub->mosq, MOSQ_OPT_TCP_NODELAY, 1);
+    }
+    if (rc == MOSQ_ERR_SUCCESS) {
+        /* Requests may come from any thread: let the loop do all the writing (woken through its socket pair). */
+        rc = mosquitto_threaded_set(hub->mosq, true);
+    }
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_destroy(hub->mosq);
+        pthread_mutex_destroy(&hub->mutex);
+        free(hub);
+        return AUDIOHUB_ERR_MOSQUITTO;
+    }
+    mosquitto_connect_v5_callback_set(hub->mosq, on_connect);
+    mosquitto_disconnect_v5_callback_set(hub->mosq, on_disconnect);
+    mosquitto_subscribe_v5_callback_set(hub->mosq, on_subscribe);
+    mosquitto_message_v5_callback_set(hub->mosq, on_message);
+    *out = hub;
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+void audiohub_destroy(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return;
+    }
+    audiohub_loop_stop(hub, true);
+    /* Closing the socket without DISCONNECT: the broker publishes the will (offline). */
+    mosquitto_destroy(hub->mosq);
+    hub->mosq = NULL;
+
+    for (size_t i = 0; i < hub->bucket_count; i++) {
+        struct accessory *a = hub->buckets[i];
+        while (a != NULL) {
+            struct accessory *next = a->bucket_next;
+            while (a->head != NULL) {
+                struct request *request = a->head;
+                detach_head(hub, request);
+                complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
+            }
+            free(a->name);
+            free(a->model);
+            free(a);
+            a = next;
+        }
+    }
+    free(hub->buckets);
+    free(hub->heap);
+    free(hub->host);
+    free(hub->ca_file);
+    free(hub->cert_file);
+    free(hub->key_file);
+    pthread_mutex_destroy(&hub->mutex);
+    free(hub);
+}
+
+enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option option, long value)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
+    lock(hub);
+    if (hub->configured) {
+        rc = AUDIOHUB_ERR_STATE;
+    } else {
+        switch (option) {
+        case AUDIOHUB_OPT_TIMEOUT_MS:
+            if (value >= 1 && value <= 86400000L) hub->timeout_ms = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_TIMEOUT_MAX_MS:
+            if (value >= 1 && value <= 86400000L) hub->timeout_max_ms = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_MAX_ATTEMPTS:
+            if (value >= 0 && value <= INT_MAX) hub->max_attempts = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_QUEUE_LIMIT:
+            if (value >= 1 && value <= 100000000L) hub->queue_limit = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_RECONNECT_MIN_MS:
+            if (value >= 1 && value <= 3600000L) hub->reconnect_min_ms = hub->reconnect_delay_ms = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_RECONNECT_MAX_MS:
+            if (value >= 1 && value <= 3600000L) hub->reconnect_max_ms = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        case AUDIOHUB_OPT_KEEPALIVE_S:
+            if (value >= 5 && value <= 65535) hub->keepalive_s = value;
+            else rc = AUDIOHUB_ERR_INVAL;
+            break;
+        default:
+            rc = AUDIOHUB_ERR_INVAL;
+        }
+    }
+    unlock(hub);
+    return rc;
+}
+
+enum audiohub_err audiohub_topic_root_set(struct audiohub *hub, const char *topic_root)
+{
+    if (hub == NULL || topic_root == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    size_t length = strlen(topic_root);
+    if (length == 0 || length > TOPIC_ROOT_MAX || strpbrk(topic_root, "+#") != NULL || topic_root[0] == '/' ||
+        topic_root[length - 1] == '/') {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
+    lock(hub);
+    if (hub->configured) {
+        rc = AUDIOHUB_ERR_STATE;
+    } else {
+        const char *token = strrchr(hub->response_topic, '/') + 1;
+        char saved[20];
+        snprintf(saved, sizeof saved, "%s", token);
+        strcpy(hub->topic_root, topic_root);
+        set_topics(hub, saved);
+    }
+    unlock(hub);
+    return rc;
+}
+
+static bool replace_optional(char **slot, const char *value)
+{
+    if (value == NULL) {
+        free(*slot);
+        *slot = NULL;
+        return true;
+    }
+    return replace_text(slot, value);
+}
+
+enum audiohub_err audiohub_tls_set(struct audiohub *hub, const char *ca_file, const char *cert_file,
+                                   const char *key_file)
+{
+    if (hub == NULL || ca_file == NULL || (cert_file == NULL) != (key_file == NULL)) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
+    lock(hub);
+    if (hub->configured) {
+        rc = AUDIOHUB_ERR_STATE;
+    } else if (!replace_optional(&hub->ca_file, ca_file) || !replace_optional(&hub->cert_file, cert_file) ||
+               !replace_optional(&hub->key_file, key_file)) {
+        rc = AUDIOHUB_ERR_NOMEM;
+    }
+    unlock(hub);
+    return rc;
+}
+
+enum audiohub_err audiohub_sequence_callbacks_set(struct audiohub *hub, audiohub_sequence_load_cb load,
+                                                  audiohub_sequence_save_cb save)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    hub->load_sequence = load;
+    hub->save_sequence = save;
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+enum audiohub_err audiohub_connection_callbacks_set(struct audiohub *hub, audiohub_connect_cb on_connect_cb,
+                                                    audiohub_disconnect_cb on_disconnect_cb)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    hub->on_connect = on_connect_cb;
+    hub->on_disconnect = on_disconnect_cb;
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+enum audiohub_err audiohub_rebirth_callback_set(struct audiohub *hub, audiohub_rebirth_cb on_rebirth)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    hub->on_rebirth = on_rebirth;
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+int audiohub_last_mosquitto_error(struct audiohub *hub, const char **text)
+{
+    if (hub == NULL) {
+        return 0;
+    }
+    lock(hub);
+    int rc = hub->last_mosquitto_error;
+    unlock(hub);
+    if (text != NULL) {
+        *text = mosquitto_strerror(rc);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Connecting                                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* mqtt://host[:port] or mqtts://host[:port]; host may be [IPv6]. */
+static enum audiohub_err parse_url(const char *url, char **host, int *port, bool *tls)
+{
+    const char *rest;
+    if (strncmp(url, "mqtt://", 7) == 0) {
+        rest = url + 7;
+        *tls = false;
+        *port = 1883;
+    } else if (strncmp(url, "mqtts://", 8) == 0) {
+        rest = url + 8;
+        *tls = true;
+        *port = 8883;
+    } else {
+        return AUDIOHUB_ERR_URL;
+    }
+    const char *host_start = rest;
+    const char *host_end;
+    const char *after;
+    if (*rest == '[') {
+        host_start = rest + 1;
+        host_end = strchr(host_start, ']');
+        if (host_end == NULL) {
+            return AUDIOHUB_ERR_URL;
+        }
+        after = host_end + 1;
+    } else {
+        host_end = rest + strcspn(rest, ":/");
+        after = host_end;
+    }
+    if (host_end == host_start || (size_t)(host_end - host_start) > 253) {
+        return AUDIOHUB_ERR_URL;
+    }
+    if (*after == ':') {
+        char *end;
+        errno = 0;
+        long value = strtol(after + 1, &end, 10);
+        if (errno != 0 || end == after + 1 || value < 1 || value > 65535) {
+            return AUDIOHUB_ERR_URL;
+        }
+        *port = (int)value;
+        after = end;
+    }
+    if (*after == '/') {
+        after++;
+    }
+    if (*after != '\0') {
+        return AUDIOHUB_ERR_URL;
+    }
+    char *copy = malloc((size_t)(host_end - host_start) + 1);
+    if (copy == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    memcpy(copy, host_start, (size_t)(host_end - host_start));
+    copy[host_end - host_start] = '\0';
+    *host = copy;
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const char *username,
+                                   const char *password)
+{
+    if (hub == NULL || url == NULL || (password != NULL && username == NULL)) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    char *host = NULL;
+    int port = 0;
+    bool tls = false;
+    enum audiohub_err rc = parse_url(url, &host, &port, &tls);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    lock(hub);
+    if (hub->connection != CONN_IDLE) {
+        rc = AUDIOHUB_ERR_STATE;
+    } else if (tls && hub->ca_file == NULL) {
+        rc = AUDIOHUB_ERR_TLS;
+    } else {
+        int mrc = MOSQ_ERR_SUCCESS;
+        if (tls && !hub->configured) {
+            mrc = mosquitto_tls_set(hub->mosq, hub->ca_file, NULL, hub->cert_file, hub->key_file, NULL);
+            if (mrc != MOSQ_ERR_SUCCESS) {
+                hub->last_mosquitto_error = mrc;
+                rc = AUDIOHUB_ERR_TLS;
+            }
+        }
+        if (rc == AUDIOHUB_ERR_SUCCESS && username != NULL) {
+            mrc = mosquitto_username_pw_set(hub->mosq, username, password);
+            if (mrc != MOSQ_ERR_SUCCESS) {
+                rc = mosquitto_failure(hub, mrc);
+            }
+        }
+        if (rc == AUDIOHUB_ERR_SUCCESS) {
+            if (hub->host != NULL && (strcmp(hub->host, host) != 0 || hub->port != port)) {
+                hub->ever_started = false; /* another broker: connect afresh */
+            }
+            free(hub->host);
+            hub->host = host;
+            host = NULL;
+            hub->port = port;
+            hub->tls = tls;
+            hub->configured = true;
+            hub->connection = CONN_WAITING;
+            hub->reconnect_at_ms = ah_monotonic_ms();
+            hub->reconnect_delay_ms = hub->reconnect_min_ms;
+        }
+    }
+    unlock(hub);
+    free(host);
+    return rc;
+}
+
+/* One connection attempt (mutex held): the will, then an asynchronous connect that the loop completes. */
+static void start_connection(struct audiohub *hub)
+{
+    uint8_t payload[32];
+    size_t length = ah_pack_hub_status(false, ah_wall_ms(), payload, sizeof payload);
+    mosquitto_property *properties = NULL;
+    int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_will_set_v5(hub->mosq, hub->status_topic, (int)length, payload, 1, true, properties);
+    }
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_property_free_all(&properties);
+        hub->last_mosquitto_error = rc;
+        schedule_reconnect(hub);
+        return;
+    }
+    if (hub->ever_started) {
+        rc = mosquitto_reconnect_async(hub->mosq);
+    } else {
+        rc = mosquitto_connect_async(hub->mosq, hub->host, hub->port, (int)hub->keepalive_s);
+        if (rc == MOSQ_ERR_SUCCESS || rc == MOSQ_ERR_ERRNO) {
+            /* The host and port are stored even when the first attempt fails. */
+            hub->ever_started = true;
+        }
+    }
+    if (rc == MOSQ_ERR_SUCCESS) {
+        hub->connection = CONN_CONNECTING;
+    } else {
+        hub->last_mosquitto_error = rc;
+        schedule_reconnect(hub);
+    }
+}
+
+enum audiohub_err audiohub_disconnect(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    switch (hub->connection) {
+    case CONN_IDLE:
+    case CONN_DISCONNECTING:
+        break;
+    case CONN_WAITING:
+        hub->connection = CONN_IDLE;
+        break;
+    case CONN_READY:
+    case CONN_SUBSCRIBING:
+        publish_status(hub, false);
+        /* fall through */
+    case CONN_CONNECTING: {
+        int rc = mosquitto_disconnect_v5(hub->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL);
+        hub->connection = rc == MOSQ_ERR_SUCCESS ? CONN_DISCONNECTING : CONN_IDLE;
+        break;
+    }
+    }
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+bool audiohub_is_connected(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return false;
+    }
+    lock(hub);
+    bool ready = hub->connection == CONN_READY;
+    unlock(hub);
+    return ready;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The loop                                                                                                      */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Resends the requests whose deadline passed, and takes out those out of attempts (mutex held). Returns the list
+ * of requests to complete with AUDIOHUB_ERR_TIMEOUT, linked through `next`. */
+static struct request *handle_deadlines(struct audiohub *hub, int64_t now)
+{
+    struct request *timed_out = NULL;
+    if (hub->connection != CONN_READY) {
+        return NULL; /* resent when the connection is back */
+    }
+    while (hub->heap_count > 0 && hub->heap[0]->deadline_ms <= now) {
+        struct request *request = hub->heap[0];
+        if (hub->max_attempts > 0 && request->attempts >= (unsigned)hub->max_attempts) {
+            struct accessory *a = request->accessory;
+            detach_head(hub, request);
+            if (!request->rebirth) {
+                hub->stats.completed++;
+            }
+            request->next = timed_out;
+            timed_out = request;
+            start_head(hub, a);
+        } else {
+            publish_request(hub, request);
+        }
+    }
+    return timed_out;
+}
+
+static int wait_ms(struct audiohub *hub, int timeout_ms, int64_t now)
+{
+    int64_t wait = timeout_ms;
+    if (hub->connection == CONN_READY && hub->heap_count > 0) {
+        int64_t until = hub->heap[0]->deadline_ms - now;
+        if (until < wait) {
+            wait = until;
+        }
+    }
+    if (hub->connection == CONN_WAITING) {
+        int64_t until = hub->reconnect_at_ms - now;
+        if (until < wait) {
+            wait = until;
+        }
+    }
+    return wait < 0 ? 0 : (int)wait;
+}
+
+enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
+{
+    if (hub == NULL || timeout_ms < 0) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    if (hub->connection == CONN_IDLE) {
+        unlock(hub);
+        return AUDIOHUB_ERR_NO_CONN;
+    }
+    int64_t now = ah_monotonic_ms();
+    if (hub->connection == CONN_WAITING && now >= hub->reconnect_at_ms) {
+        start_connection(hub);
+    }
+    int wait = wait_ms(hub, timeout_ms, now);
+    bool has_socket = hub->connection != CONN_WAITING;
+    unlock(hub);
+
+    if (has_socket) {
+        int rc = mosquitto_loop(hub->mosq, wait, 1);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            lock(hub);
+            /* A failure that closed the socket without on_disconnect (e.g. the connect itself). */
+            if (mosquitto_socket(hub->mosq) < 0 && hub->connection != CONN_IDLE && hub->connection != CONN_WAITING) {
+                if (hub->connection == CONN_DISCONNECTING) {
+                    hub->connection = CONN_IDLE;
+                } else {
+                    hub->last_mosquitto_error = rc;
+                    schedule_reconnect(hub);
+                }
+            }
+            unlock(hub);
+        }
+    } else if (wait > 0) {
+        poll(NULL, 0, wait);
+    }
+
+    lock(hub);
+    struct request *timed_out = handle_deadlines(hub, ah_monotonic_ms());
+    unlock(hub);
+    while (timed_out != NULL) {
+        struct request *next = timed_out->next;
+        timed_out->next = NULL;
+        complete(hub, timed_out, NULL, AUDIOHUB_ERR_TIMEOUT);
+        timed_out = next;
+    }
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+int audiohub_socket(struct audiohub *hub)
+{
+    return hub != NULL ? mosquitto_socket(hub->mosq) : -1;
+}
+
+bool audiohub_want_write(struct audiohub *hub)
+{
+    return hub != NULL && mosquitto_want_write(hub->mosq);
+}
+
+int audiohub_next_timeout_ms(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return 1000;
+    }
+    lock(hub);
+    int wait = wait_ms(hub, 1000, ah_monotonic_ms());
+    unlock(hub);
+    return wait;
+}
+
+static void *loop_thread(void *argument)
+{
+    struct audiohub *hub = argument;
+    for (;;) {
+        lock(hub);
+        bool stop = hub->thread_stop;
+        unlock(hub);
+        if (stop) {
+            break;
+        }
+        if (audiohub_loop(hub, 100) == AUDIOHUB_ERR_NO_CONN) {
+            poll(NULL, 0, 20);
+        }
+    }
+    return NULL;
+}
+
+enum audiohub_err audiohub_loop_start(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
+    lock(hub);
+    if (hub->thread_running) {
+        rc = AUDIOHUB_ERR_STATE;
+    } else {
+        hub->thread_stop = false;
+        int created = pthread_create(&hub->thread, NULL, loop_thread, hub);
+        if (created == 0) {
+            hub->thread_running = true;
+        } else {
+            errno = created;
+            rc = AUDIOHUB_ERR_ERRNO;
+        }
+    }
+    unlock(hub);
+    return rc;
+}
+
+enum audiohub_err audiohub_loop_stop(struct audiohub *hub, bool force)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    bool running = hub->thread_running;
+    unlock(hub);
+    if (!running) {
+        return AUDIOHUB_ERR_SUCCESS;
+    }
+    if (!force) {
+        int64_t deadline = ah_monotonic_ms() + STOP_GRACE_MS;
+        for (;;) {
+            lock(hub);
+            bool finishing = hub->connection == CONN_DISCONNECTING;
+            unlock(hub);
+            if (!finishing || ah_monotonic_ms() >= deadline) {
+                break;
+            }
+            poll(NULL, 0, 10);
+        }
+    }
+    lock(hub);
+    hub->thread_stop = true;
+    unlock(hub);
+    pthread_join(hub->thread, NULL);
+    lock(hub);
+    hub->thread_running = false;
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Requests                                                                                                      */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Checks what every request checks, then queues `request` (taking it) or frees it. */
+static enum audiohub_err submit(struct audiohub *hub, const char *accessory_id, struct request *request,
+                                audiohub_completion_cb callback, void *context)
+{
+    request->callback = callback;
+    request->context = context;
+    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
+    lock(hub);
+    if (hub->counted >= (size_t)hub->queue_limit) {
+        rc = AUDIOHUB_ERR_QUEUE_FULL;
+    } else {
+        struct accessory *a = accessory_for(hub, accessory_id);
+        if (a == NULL) {
+            rc = AUDIOHUB_ERR_NOMEM;
+        } else {
+            enqueue(hub, a, request);
+            request = NULL;
+        }
+    }
+    unlock(hub);
+    free_request(request);
+    return rc;
+}
+
+static enum audiohub_err check_common(struct audiohub *hub, const char *accessory_id)
+{
+    if (hub == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    if (!ah_valid_id(accessory_id)) {
+        return AUDIOHUB_ERR_ACCESSORY_ID;
+    }
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+static bool valid_placement(enum audiohub_placement placement)
+{
+    return placement >= AUDIOHUB_PLACEMENT_NONE && placement <= AUDIOHUB_PLACEMENT_OFF_HEAD;
+}
+
+/* The sources rules the bridge would refuse with invalidRequest, checked here first. */
+static enum audiohub_err check_sources(const struct audiohub_address *primary,
+                                       const struct audiohub_address *secondary)
+{
+    if (ah_check_address(primary) != AUDIOHUB_ERR_SUCCESS || ah_check_address(secondary) != AUDIOHUB_ERR_SUCCESS) {
+        return AUDIOHUB_ERR_ADDRESS;
+    }
+    bool has_primary = primary != NULL && primary->length == AUDIOHUB_ADDRESS_SIZE;
+    bool has_secondary = secondary != NULL && secondary->length == AUDIOHUB_ADDRESS_SIZE;
+    if (has_secondary && !has_primary) {
+        return AUDIOHUB_ERR_ADDRESS;
+    }
+    if (has_primary && has_secondary && memcmp(primary->bytes, secondary->bytes, AUDIOHUB_ADDRESS_SIZE) == 0) {
+        return AUDIOHUB_ERR_ADDRESS;
+    }
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+static void copy_sources(struct request *request, const struct audiohub_address *primary,
+                         const struct audiohub_address *secondary)
+{
+    if (primary != NULL && primary->length == AUDIOHUB_ADDRESS_SIZE) {
+        request->primary = *primary;
+    }
+    if (secondary != NULL && secondary->length == AUDIOHUB_ADDRESS_SIZE) {
+        request->secondary = *secondary;
+    }
+}
+
+enum audiohub_err audiohub_pair(struct audiohub *hub, const char *accessory_id, const char *name, const char *model,
+                                unsigned hardware_capabilities, audiohub_completion_cb callback, void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    if (hardware_capabilities & ~AUDIOHUB_CAP_ALL) {
+        return AUDIOHUB_ERR_CAPABILITIES;
+    }
+    if ((name != NULL && strlen(name) > AUDIOHUB_TEXT_MAX) || (model != NULL && strlen(model) > AUDIOHUB_TEXT_MAX)) {
+        return AUDIOHUB_ERR_TEXT;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_PAIR);
+    if (request == NULL || !replace_text(&request->name, name) || !replace_text(&request->model, model)) {
+        free_request(request);
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    request->capabilities = hardware_capabilities;
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_unpair(struct audiohub *hub, const char *accessory_id, audiohub_completion_cb callback,
+                                  void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_UNPAIR);
+    if (request == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_register(struct audiohub *hub, const char *accessory_id, unsigned capabilities,
+                                    audiohub_completion_cb callback, void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    if (capabilities == 0 || (capabilities & ~AUDIOHUB_CAP_ALL)) {
+        return AUDIOHUB_ERR_CAPABILITIES;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_REGISTER);
+    if (request == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    request->capabilities = capabilities;
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_update(struct audiohub *hub, const char *accessory_id,
+                                  const struct audiohub_configuration *configuration,
+                                  audiohub_completion_cb callback, void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    if (configuration == NULL || !valid_placement(configuration->placement)) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    if (configuration->capabilities & ~AUDIOHUB_CAP_ALL) {
+        return AUDIOHUB_ERR_CAPABILITIES;
+    }
+    rc = check_sources(&configuration->primary, &configuration->secondary);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_UPDATE);
+    if (request == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    request->capabilities = configuration->capabilities;
+    request->placement = configuration->placement;
+    copy_sources(request, &configuration->primary, &configuration->secondary);
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_placement(struct audiohub *hub, const char *accessory_id,
+                                     enum audiohub_placement placement, audiohub_completion_cb callback,
+                                     void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    if (!valid_placement(placement)) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_PLACEMENT);
+    if (request == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    request->placement = placement;
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_sources(struct audiohub *hub, const char *accessory_id,
+                                   const struct audiohub_address *primary, const struct audiohub_address *secondary,
+                                   audiohub_completion_cb callback, void *context)
+{
+    enum audiohub_err rc = check_common(hub, accessory_id);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    rc = check_sources(primary, secondary);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        return rc;
+    }
+    struct request *request = new_request(AUDIOHUB_OP_SOURCES);
+    if (request == NULL) {
+        return AUDIOHUB_ERR_NOMEM;
+    }
+    copy_sources(request, primary, secondary);
+    return submit(hub, accessory_id, request, callback, context);
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The cache and the counters                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *accessory_id,
+                                         struct audiohub_accessory *out)
+{
+    if (hub == NULL || out == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    if (!ah_valid_id(accessory_id)) {
+        return AUDIOHUB_ERR_ACCESSORY_ID;
+    }
+    enum audiohub_err rc = AUDIOHUB_ERR_NOT_FOUND;
+    lock(hub);
+    struct accessory *a = find_accessory(hub, accessory_id);
+    if (a != NULL) {
+        memset(out, 0, sizeof *out);
+        strcpy(out->accessory_id, a->id);
+        out->paired = a->paired;
+        out->registered = a->registered;
+        snprintf(out->name, sizeof out->name, "%s", a->name != NULL ? a->name : "");
+        snprintf(out->model, sizeof out->model, "%s", a->model != NULL ? a->model : "");
+        out->hardware_capabilities = a->hardware_capabilities;
+        out->configuration = a->configuration;
+        out->last_sequence = a->sequence_known ? a->last_sequence : 0;
+        out->queued = a->queued;
+        rc = AUDIOHUB_ERR_SUCCESS;
+    }
+    unlock(hub);
+    return rc;
+}
+
+enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out)
+{
+    if (hub == NULL || out == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    lock(hub);
+    *out = hub->stats;
+    unlock(hub);
+    return AUDIOHUB_ERR_SUCCESS;
+}

@@ -1,0 +1,90 @@
+/* See wire.h. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "wire.h"
+
+#include <audiohub.h>
+#include <protobuf-c/protobuf-c.h>
+#include <string.h>
+
+#include "audioaccessory/v1/source.pb-c.h"
+#include "audioaccessory/v1/state.pb-c.h"
+
+size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id, uint8_t *out,
+                              size_t capacity)
+{
+    Audioaccessory__V1__SourceState state = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
+    state.sequence = sequence;
+    state.activity = (Audioaccessory__V1__Activity)activity;
+    state.routed_accessory_id = (char *)routed_accessory_id;
+    if (audioaccessory__v1__source_state__get_packed_size(&state) > capacity) {
+        return 0;
+    }
+    return audioaccessory__v1__source_state__pack(&state, out);
+}
+
+bool wire_unpack_command(const void *data, size_t length, struct wire_command *out)
+{
+    Audioaccessory__V1__SwitchCommand *command = audioaccessory__v1__switch_command__unpack(NULL, length, data);
+    if (command == NULL) {
+        return false;
+    }
+    bool ok = strlen(command->accessory_id) < sizeof out->accessory_id;
+    if (ok) {
+        out->sequence = command->sequence;
+        out->action = (int)command->action;
+        out->reason = (int)command->reason;
+        strcpy(out->accessory_id, command->accessory_id);
+    }
+    audioaccessory__v1__switch_command__free_unpacked(command, NULL);
+    return ok;
+}
+
+static unsigned bits(size_t count, const Audioaccessory__V1__Capability *values)
+{
+    unsigned result = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING) {
+            result |= AUDIOHUB_CAP_AUDIO_SWITCHING;
+        } else if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT) {
+            result |= AUDIOHUB_CAP_PLACEMENT;
+        }
+    }
+    return result;
+}
+
+static void address(ProtobufCBinaryData data, uint8_t out[6])
+{
+    memset(out, 0, 6);
+    if (data.len == 6) {
+        memcpy(out, data.data, 6);
+    }
+}
+
+bool wire_unpack_state(const void *data, size_t length, struct wire_state *out)
+{
+    Audioaccessory__V1__AccessoryState *state = audioaccessory__v1__accessory_state__unpack(NULL, length, data);
+    if (state == NULL) {
+        return false;
+    }
+    bool ok = strlen(state->accessory_id) < sizeof out->accessory_id && strlen(state->hub_id) < sizeof out->hub_id;
+    if (ok) {
+        memset(out, 0, sizeof *out);
+        strcpy(out->accessory_id, state->accessory_id);
+        strcpy(out->hub_id, state->hub_id);
+        out->registration = (int)state->registration;
+        out->hardware_capabilities = bits(state->n_hardware_capabilities, state->hardware_capabilities);
+        if (state->configuration != NULL) {
+            out->capabilities = bits(state->configuration->n_device_capabilities,
+                                     state->configuration->device_capabilities);
+            out->placement = (int)state->configuration->device_placement;
+            address(state->configuration->primary_audio_source_device_identifier, out->primary);
+            address(state->configuration->secondary_audio_source_device_identifier, out->secondary);
+        }
+        out->last_sequence = state->last_sequence;
+        out->last_error = (int)state->last_error;
+        out->stale = state->stale != 0;
+    }
+    audioaccessory__v1__accessory_state__free_unpacked(state, NULL);
+    return ok;
+}

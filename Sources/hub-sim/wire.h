@@ -1,0 +1,49 @@
+/*
+ * hub-sim's own protobuf-c code: what the playing devices send and receive, and the retained accessory states it
+ * verifies (read independently of the SDK's decoder).
+ */
+#ifndef HUB_SIM_WIRE_H
+#define HUB_SIM_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Activity and Action, as on the wire. */
+enum { WIRE_ACTIVITY_IDLE = 1, WIRE_ACTIVITY_MEDIA = 2, WIRE_ACTIVITY_CALL = 3 };
+enum { WIRE_ACTION_ROUTE = 1, WIRE_ACTION_PAUSE = 2, WIRE_ACTION_RESUME = 3, WIRE_ACTION_RELEASE = 4 };
+/* Reason, as on the wire (the ones hub-sim holds against the changes that justify them). */
+enum { WIRE_REASON_PUT_ON = 2, WIRE_REASON_TAKEN_OFF = 3, WIRE_REASON_SOURCE_DISCONNECTED = 5 };
+
+struct wire_command {
+    uint64_t sequence;
+    int action;
+    int reason;
+    char accessory_id[65];
+};
+
+struct wire_state {
+    char accessory_id[65];
+    char hub_id[65];
+    int registration;
+    unsigned hardware_capabilities; /* AUDIOHUB_CAP_* bits */
+    unsigned capabilities;          /* the configuration's */
+    int placement;
+    uint8_t primary[6];   /* zeros when none */
+    uint8_t secondary[6]; /* zeros when none */
+    uint64_t last_sequence;
+    int last_error;
+    bool stale;
+};
+
+/* A SourceState, packed into `out`; returns its length (0 if it does not fit). */
+size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id, uint8_t *out,
+                              size_t capacity);
+
+/* Unpacks a SwitchCommand; false for bytes that are not one. */
+bool wire_unpack_command(const void *data, size_t length, struct wire_command *out);
+
+/* Unpacks an AccessoryState; false for bytes that are not one (or ids too long). */
+bool wire_unpack_state(const void *data, size_t length, struct wire_state *out);
+
+#endif

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// hub-sim end to end, in small (scripts/hub-chaos.sh does it large): hubs on the SDK send rounds of placement,
+/// source and full-configuration changes while the bridge is SIGKILLed twice and the broker restarted once. Every
+/// request must complete (0 lost), no device may get a command twice for one change, and every retained state must
+/// equal what its hub last sent.
+@Suite(.serialized) struct HubSimTests {
+    /// hub-sim's JSON summary.
+    struct Summary: Decodable {
+        var sent: Int
+        var results: Int
+        var lost: Int
+        var duplicated: Int
+        var retried: Int
+        var errors: Int
+        var p50_ms: Double
+        var p99_ms: Double
+        var throughput: Double
+        var commands: Int
+        var excess_commands: Int
+        var repeated_commands: Int
+        var state_mismatches: Int?
+        var connections: Int
+    }
+
+    static func run(
+        _ fixture: BridgeFixture, _ arguments: [String], log: String
+    ) throws -> (process: ChildProcess, output: URL) {
+        let output = fixture.broker.directory.appendingPathComponent("\(log).json")
+        let process = try ChildProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "exec \"$0\" \"$@\" > \"\(output.path)\" 2>> \"\(output.path).log\"",
+                        try BuiltProducts.path("hub-sim"),
+                        "--broker", "mqtt://127.0.0.1:\(fixture.broker.port)", "--json"] + arguments,
+            outputPath: "/dev/null")
+        return (process, output)
+    }
+
+    static func summary(_ output: URL) throws -> Summary {
+        let text = try String(contentsOf: output, encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").last, "hub-sim wrote no summary")
+        return try JSONDecoder().decode(Summary.self, from: Data(line.utf8))
+    }
+
+    /// Waits until hub-sim's progress shows `results` results (its stderr log), so that faults hit a stream under way.
+    static func waitForProgress(_ output: URL, results: Int, timeout: Duration = .seconds(60)) async throws {
+        let log = URL(fileURLWithPath: output.path + ".log")
+        try await waitUntil("hub-sim at \(results) results", timeout: timeout) {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            let counts = text.split(separator: "\n").compactMap { line -> Int? in
+                guard let range = line.range(of: "results ") else { return nil }
+                return Int(line[range.upperBound...].prefix { $0.isNumber })
+            }
+            return (counts.last ?? 0) >= results
+        }
+    }
+
+    @Test func nothingIsLostWhileTheBridgeIsKilledTwiceAndTheBrokerRestarts() async throws {
+        let fixture = try await BridgeFixture(persistence: true)
+        let hubs = 2
+        let accessories = 10
+        let rounds = 40
+        let (simulator, output) = try Self.run(fixture, [
+            "--hubs", "\(hubs)", "--accessories", "\(accessories)", "--rounds", "\(rounds)", "--rate", "60",
+            "--scenario", "changes", "--verify", "--timeout-ms", "300", "--timeout-max-ms", "1000", "--drain", "60",
+            "--prefix", "chaos",
+        ], log: "chaos")
+        let total = hubs * accessories * rounds
+
+        try await Self.waitForProgress(output, results: total / 5)
+        try await fixture.killBridge()
+        try await Task.sleep(for: .milliseconds(300))
+        try await fixture.startBridge()
+
+        try await Self.waitForProgress(output, results: total / 2)
+        try await fixture.broker.restart()
+
+        try await Self.waitForProgress(output, results: total * 3 / 4)
+        try await fixture.killBridge()
+        try await Task.sleep(for: .milliseconds(300))
+        try await fixture.startBridge()
+
+        let code = try await simulator.exit()
+        let summary = try Self.summary(output)
+        let log = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
+        #expect(code == 0, "hub-sim failed: \(log.suffix(2000))")
+        #expect(summary.sent == total && summary.results == total, "every request completed once")
+        #expect(summary.lost == 0 && summary.errors == 0)
+        #expect(summary.excess_commands == 0, "a command issued twice for one change")
+        #expect(summary.state_mismatches == 0, "retained states differ from what the hubs last sent: \(log.suffix(500))")
+        #expect(summary.connections >= 2 * hubs, "the hubs reconnected after the broker restart")
+        #expect(summary.commands > 0, "the devices were commanded")
+        print("hub-sim under faults: \(summary.results) results, \(summary.retried) retried, "
+            + "\(summary.duplicated) duplicates, p99 \(summary.p99_ms) ms")
+    }
+
+    @Test func floodAndPacedRunsLoseNothing() async throws {
+        let fixture = try await BridgeFixture()
+        for rate in ["0", "200"] {
+            let (simulator, output) = try Self.run(fixture, [
+                "--accessories", "20", "--seconds", "2", "--rate", rate, "--scenario", "placement", "--verify",
+                "--prefix", "steady\(rate)",
+            ], log: "steady-\(rate)")
+            let code = try await simulator.exit()
+            let summary = try Self.summary(output)
+            #expect(code == 0)
+            #expect(summary.sent > 0 && summary.results == summary.sent && summary.lost == 0 && summary.errors == 0)
+            #expect(summary.state_mismatches == 0 && summary.excess_commands == 0)
+            #expect(summary.p50_ms > 0 && summary.p99_ms >= summary.p50_ms && summary.throughput > 0)
+            if rate == "200" {
+                #expect(abs(Double(summary.sent) - 400) <= 40, "paced at 200/s for 2 s: \(summary.sent)")
+            }
+        }
+    }
+
+    @Test func anSVGChartIsDrawnFromARateSweep() async throws {
+        let fixture = try await BridgeFixture()
+        let chart = fixture.broker.directory.appendingPathComponent("latency.svg")
+        let (simulator, output) = try Self.run(fixture, [
+            "--accessories", "10", "--seconds", "1", "--sweep", "20,50,100", "--svg", chart.path, "--prefix", "sweep",
+            "--scenario", "placement",
+        ], log: "sweep")
+        let code = try await simulator.exit()
+        #expect(code == 0)
+        let lines = try String(contentsOf: output, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3, "one summary per rate")
+        let svg = try String(contentsOf: chart, encoding: .utf8)
+        #expect(svg.hasPrefix("<svg") && svg.contains("</svg>"))
+        #expect(svg.components(separatedBy: "<polyline").count - 1 == 3, "p50, p90, p99")
+        #expect(svg.components(separatedBy: "<circle").count - 1 == 9, "three rates, three percentiles")
+    }
+
+    @Test func badArgumentsAreRefused() async throws {
+        for arguments in [["--hubs", "0"], ["--rate", "-1"], ["--scenario", "chaos"], ["--broker", "tcp://x"], ["--bogus"]] {
+            let process = try ChildProcess(
+                executable: try BuiltProducts.path("hub-sim"), arguments: arguments, outputPath: "/dev/null")
+            #expect(try await process.exit() == 2, "\(arguments)")
+        }
+    }
+}
