@@ -96,6 +96,13 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
 
+## bench-rebuild: ACCESSORIES (100,000) registered through a release bridge, then three restarts: how long reading the
+## retained states and rebuilding took, and the bridge's memory (scripts/rebuild-bench.sh).
+.PHONY: bench-rebuild
+bench-rebuild: deps .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	scripts/rebuild-bench.sh $(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),100000)
+
 .build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)

@@ -79,7 +79,6 @@ let package = Package(
             name: "AccessoryBridge",
             dependencies: [
                 "AccessoryModel", "BridgeCore", "AccessoryWire", "MQTTClient",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -127,7 +126,6 @@ let package = Package(
             name: "pipeline-fuzzer",
             dependencies: [
                 "AccessoryBridge", "AccessoryModel", "AccessoryWire", "MQTTClient",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -142,15 +140,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ],
             path: "Benchmarks/PipelineBenchmark"
-        ),
-
-        // Load smoke: telemetry from a separate process through a real broker and bridge (scripts/load-smoke.sh).
-        .executableTarget(
-            name: "load-smoke",
-            dependencies: [
-                "AccessoryModel", "AccessoryWire", "MQTTClient", .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Benchmarks/LoadSmoke"
         ),
 
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),

@@ -21,7 +21,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/swift" "$out/c"
 (cd Schemas && protoc --plugin=protoc-gen-swift="$plugin" \
-    --swift_opt=Visibility=Public --swift_opt=FileNaming=PathToUnderscores \
+    --swift_opt=Visibility=Internal --swift_opt=FileNaming=PathToUnderscores \
     --swift_out="$out/swift" $protos)
 (cd Schemas && protoc-c --c_out="$out/c" $protos)
 digest=$(cd Schemas && sha256sum $protos)

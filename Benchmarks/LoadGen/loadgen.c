@@ -139,7 +139,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: loadgen [--broker mqtt://HOST:PORT] [--topic-root R] [--hub ID] [--accessories A]\n"
             "               [--rate N (0: flood)] [--seconds S] [--reports N] [--drain S] [--settle S]\n"
-            "               [--client-id ID] [--json] [--server-pid PID] [--broker-pid PID]\n");
+            "               [--setup-timeout S] [--client-id ID] [--json] [--server-pid PID] [--broker-pid PID]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -248,6 +248,8 @@ static int parse_options(int argc, char **argv, struct options *opt)
             ok = parse_double(value, 0, &opt->drain);
         } else if (strcmp(arg, "--settle") == 0) {
             ok = parse_double(value, 0, &opt->settle);
+        } else if (strcmp(arg, "--setup-timeout") == 0) {
+            ok = parse_double(value, 1, &opt->setup_timeout);
         } else if (strcmp(arg, "--server-pid") == 0) {
             ok = parse_long(value, 1, INT_MAX, &opt->server_pid);
         } else if (strcmp(arg, "--broker-pid") == 0) {

@@ -40,10 +40,9 @@ final class CountingPublisher: MessagePublisher {
 }
 
 func telemetry(_ request: AccessoryRequest, _ index: Int, sequence: UInt64) -> MQTTMessage {
-    let message = Audioaccessory_V1_AccessoryTelemetry(request, sequence: sequence, requestID: "r\(sequence)")
-    return MQTTMessage(
+    MQTTMessage(
         topic: Topic.telemetry(hub: HubID("hub-1")!, accessory: accessories[index]).name(under: root),
-        payload: codec.encode(message, as: .protobuf))
+        payload: codec.encodeTelemetry(request, sequence: sequence, requestID: "r\(sequence)", as: .protobuf))
 }
 
 /// Placement reports for each accessory in turn, alternately on and off the head, numbered after the set-up.
@@ -64,7 +63,7 @@ func runRound() -> (seconds: Double, published: Int, bytes: Int) {
         processor.handle(telemetry(.paired(name: "Bench", model: "B", hardwareCapabilities: .all), index, sequence: 1))
         processor.handle(telemetry(.register(.all), index, sequence: 2))
         processor.handle(telemetry(.sources(primary: sources[index].data, secondary: nil), index, sequence: 3))
-        let state = Audioaccessory_V1_SourceState(SourceReport(activity: .media))
+        let state = SourceReport(activity: .media)
         processor.handle(
             MQTTMessage(
                 topic: Topic.sourceState(source: sources[index]).name(under: root),

@@ -3,7 +3,6 @@ import AccessoryModel
 import AccessoryWire
 import Foundation
 import MQTTClient
-import SwiftProtobuf
 import Synchronization
 
 /// The publisher the fuzzed bridge sends to: it keeps nothing but a few counters and the last routed source of each
@@ -39,10 +38,10 @@ final class InvariantChecker: MessagePublisher {
         var results = 0
         var lastResult: [UInt8]?
         var published = 0
-        var previousCommand: (source: BluetoothAddress, command: Audioaccessory_V1_SwitchCommand)?
+        var previousCommand: SwitchCommand?
         var commandSequences: [BluetoothAddress: UInt64] = [:]
         var commandIDs: Set<String> = []
-        var routedSources: [AccessoryID: Data] = [:]
+        var routedSources: [AccessoryID: BluetoothAddress] = [:]
     }
 
     private let state = Mutex(State())
@@ -79,10 +78,10 @@ final class InvariantChecker: MessagePublisher {
             case .other:
                 break
             }
-            var owners: [Data: AccessoryID] = [:]
-            for (id, source) in state.routedSources where !source.isEmpty {
+            var owners: [BluetoothAddress: AccessoryID] = [:]
+            for (id, source) in state.routedSources {
                 if let other = owners.updateValue(id, forKey: source) {
-                    check(false, "source \(source.hexString) is routed to both \(other) and \(id) (rule 3)", state)
+                    check(false, "source \(source) is routed to both \(other) and \(id) (rule 3)", state)
                 }
             }
         }
@@ -128,23 +127,23 @@ final class InvariantChecker: MessagePublisher {
             state.results += 1
             state.lastResult = message.payload
             check(!message.retain, "a retained result", state, message)
-            guard let result = decode(Audioaccessory_V1_RequestResult.self, message, format, state) else { return }
-            switch result.error {
-            case .none:
-                check(result.hasState, "a success without the accessory's state", state, message)
-            case .accessoryNotCapable, .invalidRequest, .invalidated, .unknown:
-                check(!result.message.isEmpty, "an error without a message", state, message)
-            case .unspecified where result.duplicate:
-                check(!result.message.isEmpty, "a duplicate whose outcome is gone, without a message", state, message)
-            case .unspecified, .UNRECOGNIZED:
-                check(false, "result error \(result.error)", state, message)
+            let now = clock.now
+            guard let result = decode(message, state, { try codec.decode(RequestResult.self, from: $0, format: format, at: now) })
+            else { return }
+            switch result.outcome {
+            case .succeeded:
+                check(result.state != nil, "a success without the accessory's state", state, message)
+            case .failed(let error):
+                check(!error.reason.isEmpty, "an error without a message", state, message)
+            case .notKept(let reason):
+                check(result.duplicate && !reason.isEmpty, "an unknown outcome that is not a described duplicate", state,
+                    message)
             }
             if result.duplicate {
-                check(result.hasState, "a duplicate without the accessory's state", state, message)
+                check(result.state != nil, "a duplicate without the accessory's state", state, message)
             }
-            if result.hasState {
-                check(result.state.accessoryID == accessory.rawValue, "a result with another accessory's state", state,
-                    message)
+            if let published = result.state {
+                check(published.accessory.id == accessory, "a result with another accessory's state", state, message)
             }
 
         case .rebirth(let hub):
@@ -152,52 +151,43 @@ final class InvariantChecker: MessagePublisher {
                 return check(false, "a rebirth request to a hub whose telemetry is not being handled", state, message)
             }
             check(format == defaultFormat, "a rebirth request in \(format)", state, message)
-            guard let request = decode(Audioaccessory_V1_RebirthRequest.self, message, format, state) else { return }
+            guard let request = decode(message, state, { try codec.decode(RebirthRequest.self, from: $0, format: format) })
+            else { return }
             check(request.lastSequence < request.receivedSequence, "a rebirth request without a gap", state, message)
 
         case .accessoryState(let id):
             check(message.retain, "a state that is not retained", state, message)
-            guard let published = decode(Audioaccessory_V1_AccessoryState.self, message, format, state) else { return }
-            check(published.accessoryID == id.rawValue, "a state on another accessory's topic", state, message)
-            check(published.registration != .unspecified, "a state without registration", state, message)
+            let now = clock.now
+            guard
+                let published = decode(
+                    message, state, { try codec.decode(AccessoryState.self, from: $0, format: format, at: now) })
+            else { return }
+            check(published.accessory.id == id, "a state on another accessory's topic", state, message)
             state.routedSources[id] = published.routedSource
-            guard !published.routedSource.isEmpty else { return }
-            guard let source = BluetoothAddress(bytes: published.routedSource) else {
-                return check(false, "routed source is not an address", state, message)
-            }
-            do {
-                let view = RoutingAccessory(try published.accessory(restoredAt: clock.now, gracePeriod: gracePeriod))
-                check(view.isWorn, "routed to an accessory that does not take part or is not worn", state, message)
-                check(view.sources.contains(source), "routed from a source the accessory does not list", state, message)
-            } catch {
-                check(false, "the published state does not read back: \(error)", state, message)
-            }
+            guard let source = published.routedSource else { return }
+            let view = RoutingAccessory(published.accessory)
+            check(view.isWorn, "routed to an accessory that does not take part or is not worn", state, message)
+            check(view.sources.contains(source), "routed from a source the accessory does not list", state, message)
 
         case .sourceCommands(let source):
             check(!message.retain, "a retained command", state, message)
             check(format == defaultFormat, "a command in \(format)", state, message)
-            guard let command = decode(Audioaccessory_V1_SwitchCommand.self, message, format, state) else { return }
-            switch command.action {
-            case .routeToAccessory, .pause, .release: break
-            case .resume:
+            guard
+                let command = decode(
+                    message, state, { try codec.decode(SwitchCommand.self, from: $0, format: format, source: source) })
+            else { return }
+            if command.action == .resume {
                 let previous = state.previousCommand
                 check(
-                    previous?.source == source && previous?.command.action == .routeToAccessory
-                        && previous?.command.accessoryID == command.accessoryID,
+                    previous?.source == source && previous?.action == .routeToAccessory
+                        && previous?.accessoryID == command.accessoryID,
                     "a RESUME that does not follow its ROUTE", state, message)
-            case .unspecified, .UNRECOGNIZED:
-                check(false, "command action \(command.action)", state, message)
             }
-            switch command.reason {
-            case .unspecified, .UNRECOGNIZED: check(false, "command reason \(command.reason)", state, message)
-            default: break
-            }
-            check(AccessoryID(command.accessoryID) != nil, "a command for an invalid accessory id", state, message)
-            check(command.issuedAtUnixMs == clock.now.unixMilliseconds, "a command not issued now", state, message)
-            check(state.commandIDs.insert(command.commandID).inserted, "a repeated command id", state, message)
+            check(command.issuedAt == clock.now, "a command not issued now", state, message)
+            check(state.commandIDs.insert(command.id).inserted, "a repeated command id", state, message)
             let last = state.commandSequences.updateValue(command.sequence, forKey: source) ?? 0
             check(command.sequence > last, "command sequence \(command.sequence) after \(last)", state, message)
-            state.previousCommand = (source, command)
+            state.previousCommand = command
 
         case .responses:
             check(false, "a response on a topic no request named", state, message)
@@ -207,13 +197,14 @@ final class InvariantChecker: MessagePublisher {
         }
     }
 
-    private func decode<M: SwiftProtobuf.Message>(
-        _ type: M.Type, _ message: MQTTMessage, _ format: PayloadFormat, _ state: State
-    ) -> M? {
+    /// What `read` makes of the message's payload, or a violation: everything the bridge publishes must read back.
+    private func decode<T>(
+        _ message: MQTTMessage, _ state: State, _ read: ([UInt8]) throws -> T
+    ) -> T? {
         do {
-            return try codec.decode(M.self, from: message.payload, format: format)
+            return try read(message.payload)
         } catch {
-            check(false, "does not decode as \(M.protoMessageName): \(error)", state, message)
+            check(false, "does not read back: \(error)", state, message)
             return nil
         }
     }

@@ -146,11 +146,7 @@ struct BridgeStatuses: Sendable {
     let version: String
 
     func status(online: Bool, since: Timestamp) -> MQTTMessage {
-        let status = Audioaccessory_V1_BridgeStatus.with {
-            $0.online = online
-            $0.version = version
-            $0.sinceUnixMs = since.unixMilliseconds
-        }
+        let status = BridgeStatus(online: online, version: version, since: since)
         return MQTTMessage(
             topic: Topic.bridgeStatus.name(under: root), payload: WireCodec().encode(status, as: format),
             qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))

@@ -4,7 +4,6 @@ import BridgeCore
 import CoreMetrics
 import Logging
 import MQTTClient
-import SwiftProtobuf
 
 /// The bridge's I/O shell: reads each message (topic, payload format, payload), hands the event to the
 /// ``BridgeStateMachine`` with the time, and publishes the actions it returns. It decides nothing itself.
@@ -30,7 +29,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private let logger: Logger
     private let metrics: BridgeMetrics
     private let outbox: Outbox
-    private let gracePeriod: Duration
     /// Published on every (re)connection: the bridge's retained online status.
     private let onlineStatus: MQTTMessage?
 
@@ -49,7 +47,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         outbox = Outbox(
             publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
             metrics: metrics, logger: logger)
-        gracePeriod = configuration.diagnosticsGracePeriod
         var policy = BridgeStateMachine.Policy()
         policy.accessory.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
         policy.routing.resumeWindow = configuration.resumeWindow
@@ -148,9 +145,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private func hubStatus(_ message: MQTTMessage, hub: HubID) {
         // An empty payload is a HubStatus with every field at its default: offline (which is also what clearing a
         // hub's retained status should mean).
-        let status: Audioaccessory_V1_HubStatus
+        let status: HubStatus
         do {
-            status = try read(Audioaccessory_V1_HubStatus.self, from: message)
+            status = try codec.decode(HubStatus.self, from: message.payload, format: format(of: message))
         } catch {
             refuse(message, Self.refusal(error), error.reason)
             return
@@ -163,15 +160,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         // An empty payload is a SourceState that says nothing (no activity, no route): it changes nothing.
         let report: SourceReport
         do {
-            report = try read(Audioaccessory_V1_SourceState.self, from: message).report()
-        } catch let error as WireError {
-            refuse(message, Self.refusal(error), error.reason)
-            return
-        } catch let error as AccessoryControlError {
-            refuse(message, .value, error.reason)
-            return
+            report = try codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
         } catch {
-            refuse(message, .value, "\(error)")
+            refuse(message, Self.refusal(error), error.reason)
             return
         }
         run(core.sourceReported(report, from: source, at: clock.now), replyingTo: nil)
@@ -198,7 +189,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         var accessories = 0
         for message in sourceStates {
             guard case .sourceState(let source)? = try? Topic(parsing: message.topic, under: root),
-                let report = try? read(Audioaccessory_V1_SourceState.self, from: message).report()
+                let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
             else {
                 skipped += 1
                 continue
@@ -208,8 +199,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         for message in accessoryStates {
             guard case .accessoryState(let id)? = try? Topic(parsing: message.topic, under: root),
-                let published = try? read(Audioaccessory_V1_AccessoryState.self, from: message),
-                let state = try? published.state(restoredAt: now, gracePeriod: gracePeriod),
+                let state = try? codec.decode(
+                    AccessoryState.self, from: message.payload, format: format(of: message), at: now),
                 state.accessory.id == id
             else {
                 skipped += 1
@@ -293,10 +284,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     // MARK: - Helpers
 
-    /// Decodes a message's payload in the format its content type or first byte says.
-    private func read<M: SwiftProtobuf.Message>(_ type: M.Type, from message: MQTTMessage) throws(WireError) -> M {
-        let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
-        return try codec.decode(M.self, from: message.payload, format: format)
+    /// The format a message's content type or first byte says.
+    private func format(of message: MQTTMessage) throws(WireError) -> PayloadFormat {
+        try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
     }
 
     private func refuse(_ message: MQTTMessage, _ reason: BridgeMetrics.Refusal, _ explanation: String) {
@@ -311,6 +301,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .tooLarge: .tooLarge
         case .malformedProtobuf: .protobuf
         case .malformedJSON: .json
+        case .invalidValue: .value
         }
     }
 }

@@ -45,9 +45,9 @@ public final class AccessoryControlDevice: Sendable {
             throw Error.invalidRequest(
                 reason: "accessory \(accessory.id) has no state from the bridge on this hub yet; pair it")
         }
-        switch state.registration {
+        switch state.accessory.registration {
         case .registered:
-            return AccessoryControlDevice(accessory: accessory, configuration: state.configuration)
+            return AccessoryControlDevice(accessory: accessory, configuration: state.accessory.configuration)
         case .paired:
             throw Error.invalidRequest(reason: "accessory \(accessory.id) is not registered; register it first")
         case .invalidated:

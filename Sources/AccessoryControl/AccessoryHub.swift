@@ -27,22 +27,14 @@ public final class AccessoryHub: Sendable {
         public init() {}
     }
 
-    /// What the bridge last said about an accessory (`AccessoryControlDevice.current(for:)` reads it).
-    public struct Report: Sendable {
-        public var registration: Registration
-        public var configuration: Configuration
-        /// The state as the bridge sent it.
-        public var state: Audioaccessory_V1_AccessoryState
-    }
-
     public let hubID: HubID
     private let options: Options
     private let client: MQTTClient
     private let responseTopic: String
     private let codec = WireCodec()
     private let logger: Logger
-    private let pending = Mutex<[[UInt8]: CheckedContinuation<Result<Audioaccessory_V1_RequestResult, AccessoryControlError>, Never>]>([:])
-    private let reports = Mutex<[AccessoryID: Report]>([:])
+    private let pending = Mutex<[[UInt8]: CheckedContinuation<Result<RequestResult, AccessoryControlError>, Never>]>([:])
+    private let states = Mutex<[AccessoryID: AccessoryState]>([:])
     private let sequences = Mutex<[AccessoryID: UInt64]>([:])
     private let requestCounter = Atomic<UInt64>(0)
 
@@ -90,10 +82,7 @@ public final class AccessoryHub: Sendable {
 
     /// The hub's retained HubStatus.
     private static func status(online: Bool, of hub: HubID, options: Options) -> MQTTMessage {
-        let status = Audioaccessory_V1_HubStatus.with {
-            $0.online = online
-            $0.sinceUnixMs = WallClock.system.now.unixMilliseconds
-        }
+        let status = HubStatus(online: online, since: WallClock.system.now)
         return MQTTMessage(
             topic: Topic.hubStatus(hub: hub).name(under: options.topicRoot),
             payload: WireCodec().encode(status, as: options.payloadFormat), qos: .atLeastOnce, retain: true,
@@ -145,8 +134,8 @@ public final class AccessoryHub: Sendable {
     }
 
     /// What the bridge last said about `id` to this hub.
-    public func lastKnownState(of id: AccessoryID) -> Report? {
-        reports.withLock { $0[id] }
+    public func lastKnownState(of id: AccessoryID) -> AccessoryState? {
+        states.withLock { $0[id] }
     }
 
     // MARK: - Request and response
@@ -154,15 +143,16 @@ public final class AccessoryHub: Sendable {
     /// Sends one request and waits for its result; a result with an error throws it.
     @discardableResult
     func send(_ request: AccessoryRequest, for id: AccessoryID) async throws(AccessoryControlError)
-        -> Audioaccessory_V1_RequestResult
+        -> RequestResult
     {
         let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let requestID = "\(hubID)-\(number)"
         let correlation = Array(requestID.utf8)
-        let telemetry = Audioaccessory_V1_AccessoryTelemetry(request, sequence: nextSequence(for: id), requestID: requestID)
+        let payload = codec.encodeTelemetry(
+            request, sequence: nextSequence(for: id), requestID: requestID, as: options.payloadFormat)
         let message = MQTTMessage(
             topic: Topic.telemetry(hub: hubID, accessory: id).name(under: options.topicRoot),
-            payload: codec.encode(telemetry, as: options.payloadFormat), qos: .atLeastOnce,
+            payload: payload, qos: .atLeastOnce,
             properties: MQTTProperties(
                 contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
                 correlationData: correlation))
@@ -184,11 +174,13 @@ public final class AccessoryHub: Sendable {
             }
         }
         let result = try outcome.get()
-        if result.hasState, let report = try? Report(result.state) {
-            reports.withLock { $0[id] = report }
+        if let state = result.state {
+            states.withLock { $0[id] = state }
         }
-        if let error = result.controlError {
-            throw error
+        switch result.outcome {
+        case .succeeded: break
+        case .failed(let error): throw error
+        case .notKept(let reason): throw AccessoryControlError.unknown(reason: reason)
         }
         return result
     }
@@ -197,7 +189,8 @@ public final class AccessoryHub: Sendable {
         guard message.topic == responseTopic, let correlation = message.properties.correlationData else { return }
         do {
             let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
-            let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
+            let result = try codec.decode(
+                RequestResult.self, from: message.payload, format: format, at: WallClock.system.now)
             finish(correlation, with: .success(result))
         } catch {
             logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])
@@ -205,7 +198,7 @@ public final class AccessoryHub: Sendable {
         }
     }
 
-    private func finish(_ correlation: [UInt8], with outcome: Result<Audioaccessory_V1_RequestResult, AccessoryControlError>) {
+    private func finish(_ correlation: [UInt8], with outcome: Result<RequestResult, AccessoryControlError>) {
         pending.withLock { $0.removeValue(forKey: correlation) }?.resume(returning: outcome)
     }
 
@@ -226,10 +219,3 @@ extension AccessoryHub: Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-extension AccessoryHub.Report {
-    init(_ state: Audioaccessory_V1_AccessoryState) throws(AccessoryControlError) {
-        self.init(
-            registration: try state.registration.registration(field: "registration"),
-            configuration: try state.configuration.configuration(), state: state)
-    }
-}

@@ -12,64 +12,67 @@ enum Describe {
         }
         do {
             let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+            let payload = message.payload
+            let now = WallClock.system.now
             switch topic {
             case .sourceCommands(let source):
-                return command(try codec.decode(Audioaccessory_V1_SwitchCommand.self, from: message.payload, format: format), source: source)
+                let command = try codec.decode(SwitchCommand.self, from: payload, format: format, source: source)
+                return "command \(command.description) #\(command.sequence)"
             case .result(let hub, let accessory):
-                let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
+                let result = try codec.decode(RequestResult.self, from: payload, format: format, at: now)
                 return "result  \(hub)/\(accessory) \(Self.result(result))"
             case .responses(let hub, _):
-                let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: message.payload, format: format)
+                let result = try codec.decode(RequestResult.self, from: payload, format: format, at: now)
                 return "result  \(hub) \(Self.result(result))"
             case .accessoryState:
-                return state(try codec.decode(Audioaccessory_V1_AccessoryState.self, from: message.payload, format: format))
+                return state(try codec.decode(AccessoryState.self, from: payload, format: format, at: now))
             case .rebirth(let hub):
-                let request = try codec.decode(Audioaccessory_V1_RebirthRequest.self, from: message.payload, format: format)
-                return "rebirth \(hub)/\(request.accessoryID) after seq \(request.lastSequence): \(request.reason)"
+                let request = try codec.decode(RebirthRequest.self, from: payload, format: format)
+                return "rebirth \(hub)/\(request.accessory) after seq \(request.lastSequence): \(request.reason)"
             case .hubStatus(let hub):
-                let status = try codec.decode(Audioaccessory_V1_HubStatus.self, from: message.payload, format: format)
+                let status = try codec.decode(HubStatus.self, from: payload, format: format)
                 return "hub     \(hub) \(status.online ? "online" : "offline")"
             case .bridgeStatus:
-                let status = try codec.decode(Audioaccessory_V1_BridgeStatus.self, from: message.payload, format: format)
+                let status = try codec.decode(BridgeStatus.self, from: payload, format: format)
                 return "bridge  \(status.online ? "online" : "offline") \(status.version)"
             case .sourceState(let source):
-                let state = try codec.decode(Audioaccessory_V1_SourceState.self, from: message.payload, format: format)
-                let report = try state.report()
+                let report = try codec.decode(SourceReport.self, from: payload, format: format)
                 return "source  \(source) \(report.activity.map(\.description) ?? "-")"
                     + (report.routedAccessory.map { " routed to \($0)" } ?? "")
             case .telemetry(let hub, let accessory):
-                let telemetry = try codec.decode(Audioaccessory_V1_AccessoryTelemetry.self, from: message.payload, format: format)
-                return "request \(hub)/\(accessory) seq \(telemetry.sequence): \((try? telemetry.request(for: accessory)).map { "\($0)" } ?? "invalid")"
+                let telemetry = try codec.readTelemetry(from: payload, format: format, for: accessory)
+                let request = (try? telemetry.request.get()).map { "\($0)" } ?? "invalid"
+                return "request \(hub)/\(accessory) seq \(telemetry.sequence): \(request)"
             }
         } catch {
             return "\(message.topic): unreadable (\(error))"
         }
     }
 
-    static func result(_ result: Audioaccessory_V1_RequestResult) -> String {
-        let outcome = result.controlError.map { "\($0)" } ?? (result.error == .unspecified ? result.message : "ok")
+    static func result(_ result: RequestResult) -> String {
+        let outcome: String =
+            switch result.outcome {
+            case .succeeded: "ok"
+            case .failed(let error): "\(error)"
+            case .notKept(let reason): reason
+            }
         return "\(result.requestID.isEmpty ? "-" : result.requestID) seq \(result.sequence): "
             + (result.duplicate ? "duplicate, " : "") + outcome
     }
 
-    static func command(_ command: Audioaccessory_V1_SwitchCommand, source: BluetoothAddress) -> String {
-        guard let model = try? command.command(for: source) else { return "command \(source): invalid \(command)" }
-        return "command \(model.description) #\(model.sequence)"
-    }
-
-    static func state(_ state: Audioaccessory_V1_AccessoryState) -> String {
-        let configuration = (try? state.configuration.configuration()) ?? .empty
+    static func state(_ state: AccessoryState) -> String {
+        let accessory = state.accessory
+        let configuration = accessory.configuration
         var parts = [
-            "state   \(state.accessoryID)", "hub \(state.hubID)",
-            (try? state.registration.registration(field: "registration")).map(\.description) ?? "unknown",
+            "state   \(accessory.id)", "hub \(accessory.hub)", accessory.registration.description,
             "\(configuration.deviceCapabilities)",
             configuration.devicePlacement.map(\.description) ?? "no placement",
             "sources \(SourcePair(configuration.audioSources))",
-            "routed " + (BluetoothAddress(bytes: state.routedSource)?.description ?? "none"),
-            "seq \(state.lastSequence)",
+            "routed " + (state.routedSource?.description ?? "none"),
+            "seq \(accessory.lastSequence)",
         ]
-        if state.stale { parts.append("STALE") }
-        parts += state.diagnostics.map { "⚠ \($0)" }
+        if accessory.isStale { parts.append("STALE") }
+        parts += accessory.diagnostics.map { "⚠ \($0)" }
         return parts.joined(separator: ", ")
     }
 }

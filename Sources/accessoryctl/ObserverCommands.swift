@@ -71,10 +71,9 @@ struct Source: AsyncParsableCommand {
             throw ValidationError("--activity must be idle, media or call")
         }
         let root = try connection.root
-        let state = Audioaccessory_V1_SourceState(
-            SourceReport(
-                sequence: UInt64(max(0, WallClock.system.now.unixMilliseconds)), activity: activity,
-                routedAccessory: routedTo?.id))
+        let state = SourceReport(
+            sequence: UInt64(max(0, WallClock.system.now.unixMilliseconds)), activity: activity,
+            routedAccessory: routedTo?.id)
         let format = connection.format
         var received = 0
         try await observe(

@@ -1,5 +1,5 @@
 @testable import accessory_bridge
-import AccessoryWire
+@testable import AccessoryWire
 import ArgumentParser
 import Foundation
 import Testing

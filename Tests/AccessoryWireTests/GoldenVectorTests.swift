@@ -1,4 +1,4 @@
-import AccessoryWire
+@testable import AccessoryWire
 import CWireFixtures
 import Foundation
 import SwiftProtobuf

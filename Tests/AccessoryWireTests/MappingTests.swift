@@ -1,5 +1,5 @@
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Foundation
 import Testing
 
@@ -116,49 +116,59 @@ import Testing
             lastSequence: 12, updatedAt: Timestamp(unixMilliseconds: 1_000), registeredAt: Timestamp(unixMilliseconds: 1_000),
             isStale: true, diagnostics: [.hubOffline(hub), .placementNotReported(after: .seconds(30))])
         let state = Audioaccessory_V1_AccessoryState(accessory, routedSource: nil)
-        let restored = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(30))
-        #expect(restored == accessory)
+        let restored = try state.state(at: Timestamp(unixMilliseconds: 5_000))
+        #expect(restored == AccessoryState(accessory, routedSource: nil))
         #expect(state.lastError == .none, "sequence 12 succeeded")
         // The last outcome comes back too: a retry after a restart is answered as the first time.
         for lastError: AccessoryControlError in [.accessoryNotCapable(reason: "a"), .invalidated(reason: "b"), .unknown(reason: "c")] {
-            var failed = accessory
-            failed = Accessory(
-                id: failed.id, hub: failed.hub, registration: failed.registration, name: failed.name, model: failed.model,
-                hardwareCapabilities: failed.hardwareCapabilities, configuration: failed.configuration, lastSequence: 12,
-                lastError: lastError, updatedAt: failed.updatedAt, registeredAt: failed.registeredAt,
-                isStale: failed.isStale, diagnostics: failed.diagnostics)
+            let failed = Accessory(
+                id: accessory.id, hub: accessory.hub, registration: accessory.registration, name: accessory.name,
+                model: accessory.model, hardwareCapabilities: accessory.hardwareCapabilities,
+                configuration: accessory.configuration, lastSequence: 12, lastError: lastError,
+                updatedAt: accessory.updatedAt, registeredAt: accessory.registeredAt, isStale: accessory.isStale,
+                diagnostics: accessory.diagnostics)
             let published = Audioaccessory_V1_AccessoryState(failed, routedSource: Self.laptop)
-            let back = try published.state(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(30))
-            #expect(back == AccessoryState(failed, routedSource: Self.laptop))
+            #expect(try published.state(at: Timestamp(unixMilliseconds: 5_000)) == AccessoryState(failed, routedSource: Self.laptop))
         }
         // No sequence yet: no outcome either.
         let unsequenced = Accessory(
             id: Self.headphones, hub: hub, registration: .paired, hardwareCapabilities: .all, updatedAt: .zero)
         #expect(Audioaccessory_V1_AccessoryState(unsequenced, routedSource: nil).lastError == .unspecified)
-        // Diagnostics written with another grace period are dropped (recomputed later).
-        let other = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 5_000), gracePeriod: .seconds(10))
-        #expect(other.diagnostics == [.hubOffline(hub)])
+        // Diagnostics come back from their words, whatever grace period wrote them; unknown words are kept as reported.
+        var other = state
+        other.diagnostics = [Diagnostic.sourcesNotReported(after: .milliseconds(1500)).description, "a newer warning"]
+        #expect(try other.state(at: .zero).accessory.diagnostics == [
+            .sourcesNotReported(after: .milliseconds(1500)), .reported("a newer warning"),
+        ])
         // A state from the future registered now at the latest.
-        let early = try state.accessory(restoredAt: Timestamp(unixMilliseconds: 500), gracePeriod: .seconds(30))
-        #expect(early.registeredAt == Timestamp(unixMilliseconds: 500))
+        let early = try state.state(at: Timestamp(unixMilliseconds: 500))
+        #expect(early.accessory.registeredAt == Timestamp(unixMilliseconds: 500))
         var broken = state
         broken.hubID = "no/hub"
-        #expect(throws: AccessoryControlError.self) { try broken.accessory(restoredAt: .zero, gracePeriod: .seconds(30)) }
+        #expect(throws: AccessoryControlError.self) { try broken.state(at: .zero) }
         broken = state
         broken.registration = .unspecified
-        #expect(throws: AccessoryControlError.self) { try broken.accessory(restoredAt: .zero, gracePeriod: .seconds(30)) }
+        #expect(throws: AccessoryControlError.self) { try broken.state(at: .zero) }
+    }
+
+    @Test(arguments: Diagnostic.allExamples)
+    func diagnosticsReadBackFromTheirWords(_ diagnostic: Diagnostic) {
+        #expect(Diagnostic(description: diagnostic.description) == diagnostic)
     }
 
     @Test(arguments: [nil] + AccessoryControlError.Code.allCases.map(Optional.some))
     func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) {
         let error = code.map { AccessoryControlError($0, reason: "because") }
-        let result = Audioaccessory_V1_RequestResult(requestID: "r-1", sequence: 3, error: error, state: nil)
+        let model = RequestResult(
+            requestID: "r-1", sequence: 3, outcome: error.map { .failed($0) } ?? .succeeded, state: nil)
+        let result = Audioaccessory_V1_RequestResult(model)
         #expect(result.requestID == "r-1")
         #expect(result.sequence == 3)
         #expect(result.error == (code == nil ? .none : result.error))
+        #expect(result.error.code == code)
         #expect(result.message == (code == nil ? "" : "because"))
-        #expect(result.controlError == error)
         #expect(!result.hasState)
+        #expect(try result.result(at: .zero) == model)
     }
 
     @Test func errorCodesUnknownToThisVersionReadAsUnknown() {
@@ -207,5 +217,68 @@ import Testing
         #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Registration.unspecified.registration(field: "r") }
         #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Action.unspecified.action(field: "a") }
         #expect(throws: AccessoryControlError.self) { try Audioaccessory_V1_Reason.UNRECOGNIZED(99).reason(field: "r") }
+    }
+}
+
+extension Diagnostic {
+    static let allExamples: [Diagnostic] = [
+        .placementNotReported(after: .seconds(30)), .placementNotReported(after: .milliseconds(250)),
+        .sourcesNotReported(after: .seconds(5)), .hubOffline(HubID("hub-7")!), .reported("something else"),
+    ]
+}
+
+/// The public codec: every message of the contract as a model value, through both payload formats.
+@Suite struct PublicCodecTests {
+    static let codec = WireCodec()
+    static let now = Timestamp(unixMilliseconds: 1_763_790_000_000)
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+    static let state = AccessoryState(
+        Accessory(
+            id: AccessoryID("hp")!, hub: HubID("hub-1")!, registration: .registered, name: "Studio", model: "S",
+            hardwareCapabilities: .all,
+            configuration: Configuration(devicePlacement: .onHead, deviceCapabilities: .all,
+                primaryAudioSourceDeviceIdentifier: phone.data),
+            lastSequence: 4, lastError: .accessoryNotCapable(reason: "no"), updatedAt: now, registeredAt: now,
+            diagnostics: [.hubOffline(HubID("hub-1")!)]),
+        routedSource: phone)
+
+    @Test(arguments: PayloadFormat.allCases)
+    func everyMessageRoundTrips(_ format: PayloadFormat) throws {
+        let c = Self.codec
+        #expect(try c.decode(AccessoryState.self, from: c.encode(Self.state, as: format), format: format, at: Self.now)
+            == Self.state)
+        for outcome: RequestResult.Outcome in [.succeeded, .failed(.invalidated(reason: "again")), .notKept("gone")] {
+            let result = RequestResult(
+                requestID: "r", sequence: 9, outcome: outcome, duplicate: outcome == .notKept("gone"),
+                state: Self.state)
+            #expect(try c.decode(RequestResult.self, from: c.encode(result, as: format), format: format, at: Self.now)
+                == result)
+        }
+        let report = SourceReport(sequence: 3, activity: .call, routedAccessory: AccessoryID("hp")!)
+        #expect(try c.decode(SourceReport.self, from: c.encode(report, as: format), format: format) == report)
+        let command = SwitchCommand(
+            id: "b-1", sequence: 1, source: Self.phone, accessoryID: AccessoryID("hp")!, action: .pause,
+            reason: .takenOff, issuedAt: Self.now)
+        #expect(try c.decode(SwitchCommand.self, from: c.encode(command, as: format), format: format, source: Self.phone)
+            == command)
+        let hub = HubStatus(online: true, since: Self.now)
+        #expect(try c.decode(HubStatus.self, from: c.encode(hub, as: format), format: format) == hub)
+        let bridge = BridgeStatus(online: false, since: Self.now)
+        #expect(try c.decode(BridgeStatus.self, from: c.encode(bridge, as: format), format: format) == bridge)
+        let rebirth = RebirthRequest(accessory: AccessoryID("hp")!, lastSequence: 41, receivedSequence: 44)
+        #expect(rebirth.reason.contains("2 messages missing"))
+        #expect(try c.decode(RebirthRequest.self, from: c.encode(rebirth, as: format), format: format) == rebirth)
+        let telemetry = try c.readTelemetry(
+            from: c.encodeTelemetry(.placement(.inEar), sequence: 5, requestID: "x", as: format), format: format,
+            for: AccessoryID("hp")!)
+        #expect(telemetry == InboundTelemetry(sequence: 5, requestID: "x", request: .success(.placement(.inEar))))
+    }
+
+    @Test func aValueThisVersionRefusesIsAnInvalidValue() {
+        let error = #expect(throws: WireError.self) {
+            try Self.codec.decode(SourceReport.self, from: Array(#"{"activity": 9}"#.utf8), format: .json)
+        }
+        #expect(error?.kind == .invalidValue)
+        #expect(error?.reason.contains("9, which is not a known Activity") == true)
     }
 }

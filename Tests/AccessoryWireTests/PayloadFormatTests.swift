@@ -1,4 +1,4 @@
-import AccessoryWire
+@testable import AccessoryWire
 import Testing
 
 @Suite struct PayloadFormatTests {

@@ -1,5 +1,5 @@
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Testing
 
 @Suite struct TopicTests {

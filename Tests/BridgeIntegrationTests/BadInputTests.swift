@@ -1,6 +1,6 @@
 import AccessoryBridge
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Foundation
 import MQTTClient
 import MetricsTestKit
@@ -188,7 +188,7 @@ import TestSupport
                 let result = try await hub.waitFor(hub.messages(on: resultTopic).count + 1, on: resultTopic).last!
                 let format = try PayloadFormat.detect(contentType: result.properties.contentType, payload: result.payload)
                 let decoded = try Self.codec.decode(Audioaccessory_V1_RequestResult.self, from: result.payload, format: format)
-                #expect(decoded.controlError?.code == error, "\(testCase.name): \(decoded.message)")
+                #expect(decoded.error.code == error, "\(testCase.name): \(decoded.message)")
                 #expect(decoded.message.contains(testCase.message), "\(testCase.name): \(decoded.message)")
             } else {
                 // No result is due: wait for the refusal to be counted instead.

@@ -1,7 +1,7 @@
 import AccessoryBridge
 import AccessoryControl
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Foundation
 import MQTTClient
 import Testing
@@ -126,7 +126,7 @@ import TestSupport
         #expect(onResponseTopic.properties.correlationData == correlation)
         #expect(onResponseTopic.payload == onResultTopic.payload)
         let result = try hub.codec.decode(Audioaccessory_V1_RequestResult.self, from: onResponseTopic.payload, format: .protobuf)
-        #expect(result.controlError?.code.rawValue == provocation.rawValue, "\(result.message)")
+        #expect(result.error.code?.rawValue == provocation.rawValue, "\(result.message)")
         #expect(!result.message.isEmpty)
 
         await hub.close()

@@ -1,6 +1,6 @@
 import AccessoryBridge
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Foundation
 import Logging
 import MQTTClient

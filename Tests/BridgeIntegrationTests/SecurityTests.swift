@@ -1,7 +1,7 @@
 import AccessoryBridge
 import AccessoryControl
 import AccessoryModel
-import AccessoryWire
+@testable import AccessoryWire
 import Foundation
 import Logging
 import MQTTClient

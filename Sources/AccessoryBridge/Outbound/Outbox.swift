@@ -18,7 +18,7 @@ struct Outbox: Sendable {
 
     /// Publishes an accessory's retained state.
     func publishState(_ state: AccessoryState, as format: PayloadFormat) -> Bool {
-        send(Topic.accessoryState(accessory: state.accessory.id), encode(state, as: format), format: format, retain: true)
+        send(Topic.accessoryState(accessory: state.accessory.id), codec.encode(state, as: format), format: format, retain: true)
     }
 
     /// Publishes the answer to one telemetry message on the hub's result topic, and on the request's MQTT 5 response
@@ -28,18 +28,8 @@ struct Outbox: Sendable {
         format: PayloadFormat, replyTo request: MQTTProperties
     ) -> Bool {
         metrics.result(answer.result)
-        let bytes: [UInt8]
-        switch (format, answer.result) {
-        case (.protobuf, .applied), (.protobuf, .failed):
-            bytes = OutboundEncoder.encodeResult(
-                requestID: requestID, sequence: sequence, error: answer.result.error,
-                state: answer.state.map { OutboundEncoder.encodeState($0.accessory, routedSource: $0.routedSource) })
-        default:
-            let message = Audioaccessory_V1_RequestResult(
-                requestID: requestID, sequence: sequence, result: answer.result,
-                state: answer.state.map(Audioaccessory_V1_AccessoryState.init))
-            bytes = codec.encode(message, as: format)
-        }
+        let result = RequestResult(requestID: requestID, sequence: sequence, result: answer.result, state: answer.state)
+        let bytes = codec.encode(result, as: format)
         let sent = send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
         guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return sent }
         // Only under the requesting hub's own responses: a hub must not be able to make the bridge write anywhere
@@ -60,7 +50,7 @@ struct Outbox: Sendable {
 
     /// Asks a hub to send everything about an accessory again.
     func publishRebirthRequest(_ rebirth: BridgeAction.Rebirth) -> Bool {
-        let request = Audioaccessory_V1_RebirthRequest(
+        let request = RebirthRequest(
             accessory: rebirth.accessory, lastSequence: rebirth.lastSequence, receivedSequence: rebirth.receivedSequence)
         return send(Topic.rebirth(hub: rebirth.hub), codec.encode(request, as: defaultFormat), format: defaultFormat,
             retain: false)
@@ -68,11 +58,7 @@ struct Outbox: Sendable {
 
     func publishCommand(_ command: SwitchCommand) -> Bool {
         metrics.commands[command.action]?.increment()
-        let bytes =
-            switch defaultFormat {
-            case .protobuf: OutboundEncoder.encodeCommand(command)
-            case .json: codec.encode(Audioaccessory_V1_SwitchCommand(command), as: .json)
-            }
+        let bytes = codec.encode(command, as: defaultFormat)
         return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
     }
 
@@ -85,13 +71,6 @@ struct Outbox: Sendable {
             metrics.publishFailures.increment()
             logger.error("publish failed", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
             return false
-        }
-    }
-
-    private func encode(_ state: AccessoryState, as format: PayloadFormat) -> [UInt8] {
-        switch format {
-        case .protobuf: OutboundEncoder.encodeState(state.accessory, routedSource: state.routedSource)
-        case .json: codec.encode(Audioaccessory_V1_AccessoryState(state), as: .json)
         }
     }
 

@@ -56,7 +56,12 @@ public struct AccessoryStateMachine: Sendable {
         }
         // Due while a declared capability is unreported and its diagnostic is not raised yet; once raised (or once
         // everything is reported) there is nothing left to wait for.
-        let raised = accessory.diagnostics.contains { if case .hubOffline = $0 { false } else { true } }
+        let raised = accessory.diagnostics.contains {
+            switch $0 {
+            case .placementNotReported, .sourcesNotReported: true
+            case .hubOffline, .reported: false
+            }
+        }
         return !raised && hasUnreportedCapability(accessory) ? registeredAt.advanced(byMilliseconds: gracePeriod) : nil
     }
 

@@ -25,48 +25,48 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 
 /// What a playing device is doing.
 /// Topic: {root}/sources/{source}/state, QoS 1, retained by the device.
-public nonisolated struct Audioaccessory_V1_SourceState: Sendable {
+nonisolated struct Audioaccessory_V1_SourceState: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Increasing per source; 0 means unsequenced.
-  public var sequence: UInt64 = 0
+  var sequence: UInt64 = 0
 
-  public var activity: Audioaccessory_V1_Activity = .unspecified
+  var activity: Audioaccessory_V1_Activity = .unspecified
 
   /// The accessory the device is routed to, as far as it knows; empty when it does not say.
-  public var routedAccessoryID: String = String()
+  var routedAccessoryID: String = String()
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 /// What the bridge asks a playing device to do.
 /// Topic: {root}/sources/{source}/commands, QoS 1.
-public nonisolated struct Audioaccessory_V1_SwitchCommand: Sendable {
+nonisolated struct Audioaccessory_V1_SwitchCommand: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Unique for every command.
-  public var commandID: String = String()
+  var commandID: String = String()
 
   /// Increasing per source.
-  public var sequence: UInt64 = 0
+  var sequence: UInt64 = 0
 
-  public var accessoryID: String = String()
+  var accessoryID: String = String()
 
-  public var action: Audioaccessory_V1_Action = .unspecified
+  var action: Audioaccessory_V1_Action = .unspecified
 
-  public var reason: Audioaccessory_V1_Reason = .unspecified
+  var reason: Audioaccessory_V1_Reason = .unspecified
 
-  public var issuedAtUnixMs: Int64 = 0
+  var issuedAtUnixMs: Int64 = 0
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -74,10 +74,10 @@ public nonisolated struct Audioaccessory_V1_SwitchCommand: Sendable {
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".SourceState"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0")
+  static let protoMessageName: String = _protobuf_package + ".SourceState"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -91,7 +91,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.sequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
     }
@@ -104,7 +104,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_SourceState, rhs: Audioaccessory_V1_SourceState) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_SourceState, rhs: Audioaccessory_V1_SourceState) -> Bool {
     if lhs.sequence != rhs.sequence {return false}
     if lhs.activity != rhs.activity {return false}
     if lhs.routedAccessoryID != rhs.routedAccessoryID {return false}
@@ -114,10 +114,10 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
 }
 
 nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".SwitchCommand"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}command_id\0\u{1}sequence\0\u{3}accessory_id\0\u{1}action\0\u{1}reason\0\u{3}issued_at_unix_ms\0")
+  static let protoMessageName: String = _protobuf_package + ".SwitchCommand"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}command_id\0\u{1}sequence\0\u{3}accessory_id\0\u{1}action\0\u{1}reason\0\u{3}issued_at_unix_ms\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -134,7 +134,7 @@ nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, Sw
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.commandID.isEmpty {
       try visitor.visitSingularStringField(value: self.commandID, fieldNumber: 1)
     }
@@ -156,7 +156,7 @@ nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, Sw
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_SwitchCommand, rhs: Audioaccessory_V1_SwitchCommand) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_SwitchCommand, rhs: Audioaccessory_V1_SwitchCommand) -> Bool {
     if lhs.commandID != rhs.commandID {return false}
     if lhs.sequence != rhs.sequence {return false}
     if lhs.accessoryID != rhs.accessoryID {return false}

@@ -29,118 +29,118 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 
 /// The answer to one AccessoryTelemetry.
 /// Topic: {root}/hubs/{hub}/accessories/{accessory}/result, QoS 1.
-public nonisolated struct Audioaccessory_V1_RequestResult: Sendable {
+nonisolated struct Audioaccessory_V1_RequestResult: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The request_id and sequence of the AccessoryTelemetry this answers.
-  public var requestID: String = String()
+  var requestID: String = String()
 
-  public var sequence: UInt64 = 0
+  var sequence: UInt64 = 0
 
   /// NONE on success, else the AudioAccessoryKit error.
-  public var error: Audioaccessory_V1_ErrorCode = .unspecified
+  var error: Audioaccessory_V1_ErrorCode = .unspecified
 
   /// A human-readable reason when error is not NONE.
-  public var message: String = String()
+  var message: String = String()
 
   /// The accessory's state after the request (AccessoryControlDevice.current(for:)); absent when the
   /// accessory is unknown to the requesting hub or belongs to another hub.
-  public var state: Audioaccessory_V1_AccessoryState {
+  var state: Audioaccessory_V1_AccessoryState {
     get {_state ?? Audioaccessory_V1_AccessoryState()}
     set {_state = newValue}
   }
   /// Returns true if `state` has been explicitly set.
-  public var hasState: Bool {self._state != nil}
+  var hasState: Bool {self._state != nil}
   /// Clears the value of `state`. Subsequent reads from it will return its default value.
-  public mutating func clearState() {self._state = nil}
+  mutating func clearState() {self._state = nil}
 
   /// This request's sequence was processed before (MQTT redelivery, or the hub's retry, also after a restart of
   /// the bridge): nothing changed now. When it was the last one processed, error and message repeat its original
   /// outcome; for an older one the outcome is no longer kept: error is UNSPECIFIED and message says so. state is
   /// the current one. A refusal never has this set.
-  public var duplicate: Bool = false
+  var duplicate: Bool = false
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 
   fileprivate var _state: Audioaccessory_V1_AccessoryState? = nil
 }
 
 /// AccessoryControlDevice.current(for:), plus what the bridge knows around it.
 /// Topic: {root}/accessories/{accessory}/state, QoS 1, retained.
-public nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
+nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var accessoryID: String {
+  var accessoryID: String {
     get {_storage._accessoryID}
     set {_uniqueStorage()._accessoryID = newValue}
   }
 
   /// The hub the accessory is paired with.
-  public var hubID: String {
+  var hubID: String {
     get {_storage._hubID}
     set {_uniqueStorage()._hubID = newValue}
   }
 
-  public var registration: Audioaccessory_V1_Registration {
+  var registration: Audioaccessory_V1_Registration {
     get {_storage._registration}
     set {_uniqueStorage()._registration = newValue}
   }
 
-  public var name: String {
+  var name: String {
     get {_storage._name}
     set {_uniqueStorage()._name = newValue}
   }
 
-  public var model: String {
+  var model: String {
     get {_storage._model}
     set {_uniqueStorage()._model = newValue}
   }
 
-  public var hardwareCapabilities: [Audioaccessory_V1_Capability] {
+  var hardwareCapabilities: [Audioaccessory_V1_Capability] {
     get {_storage._hardwareCapabilities}
     set {_uniqueStorage()._hardwareCapabilities = newValue}
   }
 
-  public var configuration: Audioaccessory_V1_Configuration {
+  var configuration: Audioaccessory_V1_Configuration {
     get {_storage._configuration ?? Audioaccessory_V1_Configuration()}
     set {_uniqueStorage()._configuration = newValue}
   }
   /// Returns true if `configuration` has been explicitly set.
-  public var hasConfiguration: Bool {_storage._configuration != nil}
+  var hasConfiguration: Bool {_storage._configuration != nil}
   /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
-  public mutating func clearConfiguration() {_uniqueStorage()._configuration = nil}
+  mutating func clearConfiguration() {_uniqueStorage()._configuration = nil}
 
   /// The source routed to this accessory (6 bytes), or empty.
-  public var routedSource: Data {
+  var routedSource: Data {
     get {_storage._routedSource}
     set {_uniqueStorage()._routedSource = newValue}
   }
 
   /// The sequence of the last telemetry applied.
-  public var lastSequence: UInt64 {
+  var lastSequence: UInt64 {
     get {_storage._lastSequence}
     set {_uniqueStorage()._lastSequence = newValue}
   }
 
-  public var updatedAtUnixMs: Int64 {
+  var updatedAtUnixMs: Int64 {
     get {_storage._updatedAtUnixMs}
     set {_uniqueStorage()._updatedAtUnixMs = newValue}
   }
 
   /// The accessory's hub is offline: its data may be out of date and it takes no part in routing.
-  public var stale: Bool {
+  var stale: Bool {
     get {_storage._stale}
     set {_uniqueStorage()._stale = newValue}
   }
 
   /// Human-readable warnings about common integration mistakes.
-  public var diagnostics: [String] {
+  var diagnostics: [String] {
     get {_storage._diagnostics}
     set {_uniqueStorage()._diagnostics = newValue}
   }
@@ -148,19 +148,19 @@ public nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable 
   /// The outcome of the telemetry numbered last_sequence, so that its retry is answered the same way even after
   /// a restart of the bridge: NONE when it succeeded, else its error (UNSPECIFIED while no telemetry carried a
   /// sequence), and the error's reason.
-  public var lastError: Audioaccessory_V1_ErrorCode {
+  var lastError: Audioaccessory_V1_ErrorCode {
     get {_storage._lastError}
     set {_uniqueStorage()._lastError = newValue}
   }
 
-  public var lastErrorMessage: String {
+  var lastErrorMessage: String {
     get {_storage._lastErrorMessage}
     set {_uniqueStorage()._lastErrorMessage = newValue}
   }
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
 }
@@ -170,10 +170,10 @@ public nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable 
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".RequestResult"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0\u{1}duplicate\0")
+  static let protoMessageName: String = _protobuf_package + ".RequestResult"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0\u{1}duplicate\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -190,7 +190,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -216,7 +216,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_RequestResult, rhs: Audioaccessory_V1_RequestResult) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_RequestResult, rhs: Audioaccessory_V1_RequestResult) -> Bool {
     if lhs.requestID != rhs.requestID {return false}
     if lhs.sequence != rhs.sequence {return false}
     if lhs.error != rhs.error {return false}
@@ -229,8 +229,8 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
 }
 
 nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".AccessoryState"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0")
+  static let protoMessageName: String = _protobuf_package + ".AccessoryState"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0")
 
   fileprivate class _StorageClass {
     var _accessoryID: String = String()
@@ -281,7 +281,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     return _storage
   }
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     _ = _uniqueStorage()
     try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
       while let fieldNumber = try decoder.nextFieldNumber() {
@@ -309,7 +309,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every if/case branch local when no optimizations
@@ -361,7 +361,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_AccessoryState, rhs: Audioaccessory_V1_AccessoryState) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_AccessoryState, rhs: Audioaccessory_V1_AccessoryState) -> Bool {
     if lhs._storage !== rhs._storage {
       let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
         let _storage = _args.0

@@ -23,35 +23,35 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 }
 
 /// Topic: {root}/hubs/{hub}/status, QoS 1, retained; the hub's will publishes online = false.
-public nonisolated struct Audioaccessory_V1_HubStatus: Sendable {
+nonisolated struct Audioaccessory_V1_HubStatus: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var online: Bool = false
+  var online: Bool = false
 
-  public var sinceUnixMs: Int64 = 0
+  var sinceUnixMs: Int64 = 0
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 /// Topic: {root}/bridge/status, QoS 1, retained; the bridge's will publishes online = false.
-public nonisolated struct Audioaccessory_V1_BridgeStatus: Sendable {
+nonisolated struct Audioaccessory_V1_BridgeStatus: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var online: Bool = false
+  var online: Bool = false
 
-  public var version: String = String()
+  var version: String = String()
 
-  public var sinceUnixMs: Int64 = 0
+  var sinceUnixMs: Int64 = 0
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -59,10 +59,10 @@ public nonisolated struct Audioaccessory_V1_BridgeStatus: Sendable {
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_HubStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".HubStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}online\0\u{3}since_unix_ms\0")
+  static let protoMessageName: String = _protobuf_package + ".HubStatus"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}online\0\u{3}since_unix_ms\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -75,7 +75,7 @@ nonisolated extension Audioaccessory_V1_HubStatus: SwiftProtobuf.Message, SwiftP
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.online != false {
       try visitor.visitSingularBoolField(value: self.online, fieldNumber: 1)
     }
@@ -85,7 +85,7 @@ nonisolated extension Audioaccessory_V1_HubStatus: SwiftProtobuf.Message, SwiftP
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_HubStatus, rhs: Audioaccessory_V1_HubStatus) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_HubStatus, rhs: Audioaccessory_V1_HubStatus) -> Bool {
     if lhs.online != rhs.online {return false}
     if lhs.sinceUnixMs != rhs.sinceUnixMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
@@ -94,10 +94,10 @@ nonisolated extension Audioaccessory_V1_HubStatus: SwiftProtobuf.Message, SwiftP
 }
 
 nonisolated extension Audioaccessory_V1_BridgeStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".BridgeStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}online\0\u{1}version\0\u{3}since_unix_ms\0")
+  static let protoMessageName: String = _protobuf_package + ".BridgeStatus"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}online\0\u{1}version\0\u{3}since_unix_ms\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -111,7 +111,7 @@ nonisolated extension Audioaccessory_V1_BridgeStatus: SwiftProtobuf.Message, Swi
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.online != false {
       try visitor.visitSingularBoolField(value: self.online, fieldNumber: 1)
     }
@@ -124,7 +124,7 @@ nonisolated extension Audioaccessory_V1_BridgeStatus: SwiftProtobuf.Message, Swi
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_BridgeStatus, rhs: Audioaccessory_V1_BridgeStatus) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_BridgeStatus, rhs: Audioaccessory_V1_BridgeStatus) -> Bool {
     if lhs.online != rhs.online {return false}
     if lhs.version != rhs.version {return false}
     if lhs.sinceUnixMs != rhs.sinceUnixMs {return false}

@@ -30,23 +30,23 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 
 /// One request about one accessory. The bridge answers every one with a RequestResult on
 /// {root}/hubs/{hub}/accessories/{accessory}/result (and on the MQTT 5 response topic, if given).
-public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
+nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Per (hub, accessory) sequence number, increasing; 0 means unsequenced.
-  public var sequence: UInt64 = 0
+  var sequence: UInt64 = 0
 
   /// Chosen by the hub, echoed in the RequestResult; may be empty.
-  public var requestID: String = String()
+  var requestID: String = String()
 
   /// Optional: when set it must equal the accessory id in the topic.
-  public var accessoryID: String = String()
+  var accessoryID: String = String()
 
-  public var event: Audioaccessory_V1_AccessoryTelemetry.OneOf_Event? = nil
+  var event: Audioaccessory_V1_AccessoryTelemetry.OneOf_Event? = nil
 
-  public var paired: Audioaccessory_V1_Paired {
+  var paired: Audioaccessory_V1_Paired {
     get {
       if case .paired(let v)? = event {return v}
       return Audioaccessory_V1_Paired()
@@ -54,7 +54,7 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
     set {event = .paired(newValue)}
   }
 
-  public var unpaired: Audioaccessory_V1_Unpaired {
+  var unpaired: Audioaccessory_V1_Unpaired {
     get {
       if case .unpaired(let v)? = event {return v}
       return Audioaccessory_V1_Unpaired()
@@ -62,7 +62,7 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
     set {event = .unpaired(newValue)}
   }
 
-  public var register: Audioaccessory_V1_Register {
+  var register: Audioaccessory_V1_Register {
     get {
       if case .register(let v)? = event {return v}
       return Audioaccessory_V1_Register()
@@ -71,7 +71,7 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
   }
 
   /// AccessoryControlDevice.update(_:) with a full configuration.
-  public var update: Audioaccessory_V1_Configuration {
+  var update: Audioaccessory_V1_Configuration {
     get {
       if case .update(let v)? = event {return v}
       return Audioaccessory_V1_Configuration()
@@ -80,7 +80,7 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
   }
 
   /// An update of the placement alone.
-  public var placement: Audioaccessory_V1_PlacementReport {
+  var placement: Audioaccessory_V1_PlacementReport {
     get {
       if case .placement(let v)? = event {return v}
       return Audioaccessory_V1_PlacementReport()
@@ -89,7 +89,7 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
   }
 
   /// An update of the audio source identifiers alone.
-  public var sources: Audioaccessory_V1_SourcesReport {
+  var sources: Audioaccessory_V1_SourcesReport {
     get {
       if case .sources(let v)? = event {return v}
       return Audioaccessory_V1_SourcesReport()
@@ -97,9 +97,9 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
     set {event = .sources(newValue)}
   }
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public nonisolated enum OneOf_Event: Equatable, Sendable {
+  nonisolated enum OneOf_Event: Equatable, Sendable {
     case paired(Audioaccessory_V1_Paired)
     case unpaired(Audioaccessory_V1_Unpaired)
     case register(Audioaccessory_V1_Register)
@@ -112,99 +112,99 @@ public nonisolated struct Audioaccessory_V1_AccessoryTelemetry: Sendable {
 
   }
 
-  public init() {}
+  init() {}
 }
 
 /// AccessorySetupKit pairing finished: the accessory is known, with what its hardware can do.
-public nonisolated struct Audioaccessory_V1_Paired: Sendable {
+nonisolated struct Audioaccessory_V1_Paired: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var name: String = String()
+  var name: String = String()
 
-  public var model: String = String()
+  var model: String = String()
 
-  public var hardwareCapabilities: [Audioaccessory_V1_Capability] = []
+  var hardwareCapabilities: [Audioaccessory_V1_Capability] = []
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 /// The accessory was removed: its registration ends and its configuration is cleared.
-public nonisolated struct Audioaccessory_V1_Unpaired: Sendable {
+nonisolated struct Audioaccessory_V1_Unpaired: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 /// AccessoryControlDevice.register(accessory, capabilities).
-public nonisolated struct Audioaccessory_V1_Register: Sendable {
+nonisolated struct Audioaccessory_V1_Register: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var capabilities: [Audioaccessory_V1_Capability] = []
+  var capabilities: [Audioaccessory_V1_Capability] = []
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
-public nonisolated struct Audioaccessory_V1_PlacementReport: Sendable {
+nonisolated struct Audioaccessory_V1_PlacementReport: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// UNSPECIFIED clears the placement (nil).
-  public var placement: Audioaccessory_V1_Placement = .unspecified
+  var placement: Audioaccessory_V1_Placement = .unspecified
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
-public nonisolated struct Audioaccessory_V1_SourcesReport: Sendable {
+nonisolated struct Audioaccessory_V1_SourcesReport: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// 6-byte Bluetooth addresses; empty means none.
-  public var primary: Data = Data()
+  var primary: Data = Data()
 
-  public var secondary: Data = Data()
+  var secondary: Data = Data()
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 /// Bridge -> hub: the bridge missed telemetry of this accessory (a gap in its sequence) and asks the hub to send
 /// everything about it again: Paired, Register, then a full update, with increasing sequences.
 /// Topic: {root}/hubs/{hub}/rebirth, QoS 1.
-public nonisolated struct Audioaccessory_V1_RebirthRequest: Sendable {
+nonisolated struct Audioaccessory_V1_RebirthRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var accessoryID: String = String()
+  var accessoryID: String = String()
 
   /// The last sequence the bridge applied before the gap, and the sequence that revealed it.
-  public var lastSequence: UInt64 = 0
+  var lastSequence: UInt64 = 0
 
-  public var receivedSequence: UInt64 = 0
+  var receivedSequence: UInt64 = 0
 
   /// Why, for people.
-  public var reason: String = String()
+  var reason: String = String()
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -212,10 +212,10 @@ public nonisolated struct Audioaccessory_V1_RebirthRequest: Sendable {
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_AccessoryTelemetry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".AccessoryTelemetry"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}request_id\0\u{3}accessory_id\0\u{2}\u{7}paired\0\u{1}unpaired\0\u{1}register\0\u{1}update\0\u{1}placement\0\u{1}sources\0")
+  static let protoMessageName: String = _protobuf_package + ".AccessoryTelemetry"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}request_id\0\u{3}accessory_id\0\u{2}\u{7}paired\0\u{1}unpaired\0\u{1}register\0\u{1}update\0\u{1}placement\0\u{1}sources\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -307,7 +307,7 @@ nonisolated extension Audioaccessory_V1_AccessoryTelemetry: SwiftProtobuf.Messag
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -351,7 +351,7 @@ nonisolated extension Audioaccessory_V1_AccessoryTelemetry: SwiftProtobuf.Messag
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_AccessoryTelemetry, rhs: Audioaccessory_V1_AccessoryTelemetry) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_AccessoryTelemetry, rhs: Audioaccessory_V1_AccessoryTelemetry) -> Bool {
     if lhs.sequence != rhs.sequence {return false}
     if lhs.requestID != rhs.requestID {return false}
     if lhs.accessoryID != rhs.accessoryID {return false}
@@ -362,10 +362,10 @@ nonisolated extension Audioaccessory_V1_AccessoryTelemetry: SwiftProtobuf.Messag
 }
 
 nonisolated extension Audioaccessory_V1_Paired: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Paired"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0")
+  static let protoMessageName: String = _protobuf_package + ".Paired"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -379,7 +379,7 @@ nonisolated extension Audioaccessory_V1_Paired: SwiftProtobuf.Message, SwiftProt
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.name.isEmpty {
       try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
     }
@@ -392,7 +392,7 @@ nonisolated extension Audioaccessory_V1_Paired: SwiftProtobuf.Message, SwiftProt
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_Paired, rhs: Audioaccessory_V1_Paired) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_Paired, rhs: Audioaccessory_V1_Paired) -> Bool {
     if lhs.name != rhs.name {return false}
     if lhs.model != rhs.model {return false}
     if lhs.hardwareCapabilities != rhs.hardwareCapabilities {return false}
@@ -402,29 +402,29 @@ nonisolated extension Audioaccessory_V1_Paired: SwiftProtobuf.Message, SwiftProt
 }
 
 nonisolated extension Audioaccessory_V1_Unpaired: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Unpaired"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+  static let protoMessageName: String = _protobuf_package + ".Unpaired"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap()
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     // Load everything into unknown fields
     while try decoder.nextFieldNumber() != nil {}
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_Unpaired, rhs: Audioaccessory_V1_Unpaired) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_Unpaired, rhs: Audioaccessory_V1_Unpaired) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
 }
 
 nonisolated extension Audioaccessory_V1_Register: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Register"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}capabilities\0")
+  static let protoMessageName: String = _protobuf_package + ".Register"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}capabilities\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -436,14 +436,14 @@ nonisolated extension Audioaccessory_V1_Register: SwiftProtobuf.Message, SwiftPr
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.capabilities.isEmpty {
       try visitor.visitPackedEnumField(value: self.capabilities, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_Register, rhs: Audioaccessory_V1_Register) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_Register, rhs: Audioaccessory_V1_Register) -> Bool {
     if lhs.capabilities != rhs.capabilities {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -451,10 +451,10 @@ nonisolated extension Audioaccessory_V1_Register: SwiftProtobuf.Message, SwiftPr
 }
 
 nonisolated extension Audioaccessory_V1_PlacementReport: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".PlacementReport"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}placement\0")
+  static let protoMessageName: String = _protobuf_package + ".PlacementReport"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}placement\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -466,14 +466,14 @@ nonisolated extension Audioaccessory_V1_PlacementReport: SwiftProtobuf.Message, 
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.placement != .unspecified {
       try visitor.visitSingularEnumField(value: self.placement, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_PlacementReport, rhs: Audioaccessory_V1_PlacementReport) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_PlacementReport, rhs: Audioaccessory_V1_PlacementReport) -> Bool {
     if lhs.placement != rhs.placement {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -481,10 +481,10 @@ nonisolated extension Audioaccessory_V1_PlacementReport: SwiftProtobuf.Message, 
 }
 
 nonisolated extension Audioaccessory_V1_SourcesReport: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".SourcesReport"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}primary\0\u{1}secondary\0")
+  static let protoMessageName: String = _protobuf_package + ".SourcesReport"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}primary\0\u{1}secondary\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -497,7 +497,7 @@ nonisolated extension Audioaccessory_V1_SourcesReport: SwiftProtobuf.Message, Sw
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.primary.isEmpty {
       try visitor.visitSingularBytesField(value: self.primary, fieldNumber: 1)
     }
@@ -507,7 +507,7 @@ nonisolated extension Audioaccessory_V1_SourcesReport: SwiftProtobuf.Message, Sw
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_SourcesReport, rhs: Audioaccessory_V1_SourcesReport) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_SourcesReport, rhs: Audioaccessory_V1_SourcesReport) -> Bool {
     if lhs.primary != rhs.primary {return false}
     if lhs.secondary != rhs.secondary {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
@@ -516,10 +516,10 @@ nonisolated extension Audioaccessory_V1_SourcesReport: SwiftProtobuf.Message, Sw
 }
 
 nonisolated extension Audioaccessory_V1_RebirthRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".RebirthRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}last_sequence\0\u{3}received_sequence\0\u{1}reason\0")
+  static let protoMessageName: String = _protobuf_package + ".RebirthRequest"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}last_sequence\0\u{3}received_sequence\0\u{1}reason\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -534,7 +534,7 @@ nonisolated extension Audioaccessory_V1_RebirthRequest: SwiftProtobuf.Message, S
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.accessoryID.isEmpty {
       try visitor.visitSingularStringField(value: self.accessoryID, fieldNumber: 1)
     }
@@ -550,7 +550,7 @@ nonisolated extension Audioaccessory_V1_RebirthRequest: SwiftProtobuf.Message, S
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_RebirthRequest, rhs: Audioaccessory_V1_RebirthRequest) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_RebirthRequest, rhs: Audioaccessory_V1_RebirthRequest) -> Bool {
     if lhs.accessoryID != rhs.accessoryID {return false}
     if lhs.lastSequence != rhs.lastSequence {return false}
     if lhs.receivedSequence != rhs.receivedSequence {return false}

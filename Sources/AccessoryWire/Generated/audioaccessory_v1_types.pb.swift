@@ -37,8 +37,8 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 }
 
 /// AccessoryControlDevice.Capabilities.
-public nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
 
   /// The accessory supports automatic audio switching.
@@ -48,11 +48,11 @@ public nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.
   case placement // = 2
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .audioSwitching
@@ -61,7 +61,7 @@ public nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .audioSwitching: return 1
@@ -71,7 +71,7 @@ public nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Capability] = [
+  static let allCases: [Audioaccessory_V1_Capability] = [
     .unspecified,
     .audioSwitching,
     .placement,
@@ -80,8 +80,8 @@ public nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.
 }
 
 /// AccessoryControlDevice.Placement. UNSPECIFIED means "no placement" (nil).
-public nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
   case inEar // = 1
   case onHead // = 2
@@ -89,11 +89,11 @@ public nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.C
   case offHead // = 4
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .inEar
@@ -104,7 +104,7 @@ public nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.C
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .inEar: return 1
@@ -116,7 +116,7 @@ public nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.C
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Placement] = [
+  static let allCases: [Audioaccessory_V1_Placement] = [
     .unspecified,
     .inEar,
     .onHead,
@@ -127,19 +127,19 @@ public nonisolated enum Audioaccessory_V1_Placement: SwiftProtobuf.Enum, Swift.C
 }
 
 /// What a playing device (a source) is doing.
-public nonisolated enum Audioaccessory_V1_Activity: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Activity: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
   case idle // = 1
   case media // = 2
   case call // = 3
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .idle
@@ -149,7 +149,7 @@ public nonisolated enum Audioaccessory_V1_Activity: SwiftProtobuf.Enum, Swift.Ca
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .idle: return 1
@@ -160,7 +160,7 @@ public nonisolated enum Audioaccessory_V1_Activity: SwiftProtobuf.Enum, Swift.Ca
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Activity] = [
+  static let allCases: [Audioaccessory_V1_Activity] = [
     .unspecified,
     .idle,
     .media,
@@ -170,8 +170,8 @@ public nonisolated enum Audioaccessory_V1_Activity: SwiftProtobuf.Enum, Swift.Ca
 }
 
 /// What a SwitchCommand asks a playing device to do.
-public nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
 
   /// Route audio output to the accessory named in the command (this replaces any earlier route).
@@ -187,11 +187,11 @@ public nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.Case
   case release // = 4
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .routeToAccessory
@@ -202,7 +202,7 @@ public nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.Case
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .routeToAccessory: return 1
@@ -214,7 +214,7 @@ public nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.Case
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Action] = [
+  static let allCases: [Audioaccessory_V1_Action] = [
     .unspecified,
     .routeToAccessory,
     .pause,
@@ -225,8 +225,8 @@ public nonisolated enum Audioaccessory_V1_Action: SwiftProtobuf.Enum, Swift.Case
 }
 
 /// Why the bridge issued a SwitchCommand: one value per routing rule that issues commands.
-public nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
 
   /// Rule 1: the accessory stopped taking part in routing (stale, or registered without audioSwitching).
@@ -249,11 +249,11 @@ public nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.Case
   case registrationEnded // = 6
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .accessoryIneligible
@@ -266,7 +266,7 @@ public nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.Case
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .accessoryIneligible: return 1
@@ -280,7 +280,7 @@ public nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.Case
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Reason] = [
+  static let allCases: [Audioaccessory_V1_Reason] = [
     .unspecified,
     .accessoryIneligible,
     .putOn,
@@ -293,8 +293,8 @@ public nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.Case
 }
 
 /// The AudioAccessoryKit error of a request (AccessoryControlDevice.Error), or NONE.
-public nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
   case none // = 1
   case accessoryNotCapable // = 2
@@ -303,11 +303,11 @@ public nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.C
   case unknown // = 5
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .none
@@ -319,7 +319,7 @@ public nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.C
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .none: return 1
@@ -332,7 +332,7 @@ public nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.C
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_ErrorCode] = [
+  static let allCases: [Audioaccessory_V1_ErrorCode] = [
     .unspecified,
     .none,
     .accessoryNotCapable,
@@ -344,8 +344,8 @@ public nonisolated enum Audioaccessory_V1_ErrorCode: SwiftProtobuf.Enum, Swift.C
 }
 
 /// Where an accessory stands in its registration lifecycle.
-public nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swift.CaseIterable {
-  public typealias RawValue = Int
+nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
   case unspecified // = 0
 
   /// Paired through AccessorySetupKit, not (yet) registered.
@@ -361,11 +361,11 @@ public nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swif
   case unpaired // = 4
   case UNRECOGNIZED(Int)
 
-  public init() {
+  init() {
     self = .unspecified
   }
 
-  public init?(rawValue: Int) {
+  init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .paired
@@ -376,7 +376,7 @@ public nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swif
     }
   }
 
-  public var rawValue: Int {
+  var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .paired: return 1
@@ -388,7 +388,7 @@ public nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swif
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  public static let allCases: [Audioaccessory_V1_Registration] = [
+  static let allCases: [Audioaccessory_V1_Registration] = [
     .unspecified,
     .paired,
     .registered,
@@ -399,25 +399,25 @@ public nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swif
 }
 
 /// AccessoryControlDevice.Configuration.
-public nonisolated struct Audioaccessory_V1_Configuration: Sendable {
+nonisolated struct Audioaccessory_V1_Configuration: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var deviceCapabilities: [Audioaccessory_V1_Capability] = []
+  var deviceCapabilities: [Audioaccessory_V1_Capability] = []
 
   /// UNSPECIFIED: no placement (nil).
-  public var devicePlacement: Audioaccessory_V1_Placement = .unspecified
+  var devicePlacement: Audioaccessory_V1_Placement = .unspecified
 
   /// 6-byte Bluetooth address, or empty (nil).
-  public var primaryAudioSourceDeviceIdentifier: Data = Data()
+  var primaryAudioSourceDeviceIdentifier: Data = Data()
 
   /// 6-byte Bluetooth address, or empty (nil). Never set without a primary.
-  public var secondaryAudioSourceDeviceIdentifier: Data = Data()
+  var secondaryAudioSourceDeviceIdentifier: Data = Data()
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  public init() {}
+  init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -425,38 +425,38 @@ public nonisolated struct Audioaccessory_V1_Configuration: Sendable {
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_Capability: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CAPABILITY_UNSPECIFIED\0\u{1}CAPABILITY_AUDIO_SWITCHING\0\u{1}CAPABILITY_PLACEMENT\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CAPABILITY_UNSPECIFIED\0\u{1}CAPABILITY_AUDIO_SWITCHING\0\u{1}CAPABILITY_PLACEMENT\0")
 }
 
 nonisolated extension Audioaccessory_V1_Placement: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLACEMENT_UNSPECIFIED\0\u{1}PLACEMENT_IN_EAR\0\u{1}PLACEMENT_ON_HEAD\0\u{1}PLACEMENT_OVER_THE_EAR\0\u{1}PLACEMENT_OFF_HEAD\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLACEMENT_UNSPECIFIED\0\u{1}PLACEMENT_IN_EAR\0\u{1}PLACEMENT_ON_HEAD\0\u{1}PLACEMENT_OVER_THE_EAR\0\u{1}PLACEMENT_OFF_HEAD\0")
 }
 
 nonisolated extension Audioaccessory_V1_Activity: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTIVITY_UNSPECIFIED\0\u{1}ACTIVITY_IDLE\0\u{1}ACTIVITY_MEDIA\0\u{1}ACTIVITY_CALL\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTIVITY_UNSPECIFIED\0\u{1}ACTIVITY_IDLE\0\u{1}ACTIVITY_MEDIA\0\u{1}ACTIVITY_CALL\0")
 }
 
 nonisolated extension Audioaccessory_V1_Action: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTION_UNSPECIFIED\0\u{1}ACTION_ROUTE_TO_ACCESSORY\0\u{1}ACTION_PAUSE\0\u{1}ACTION_RESUME\0\u{1}ACTION_RELEASE\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTION_UNSPECIFIED\0\u{1}ACTION_ROUTE_TO_ACCESSORY\0\u{1}ACTION_PAUSE\0\u{1}ACTION_RESUME\0\u{1}ACTION_RELEASE\0")
 }
 
 nonisolated extension Audioaccessory_V1_Reason: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0")
 }
 
 nonisolated extension Audioaccessory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_NONE\0\u{1}ERROR_CODE_ACCESSORY_NOT_CAPABLE\0\u{1}ERROR_CODE_INVALID_REQUEST\0\u{1}ERROR_CODE_INVALIDATED\0\u{1}ERROR_CODE_UNKNOWN\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_NONE\0\u{1}ERROR_CODE_ACCESSORY_NOT_CAPABLE\0\u{1}ERROR_CODE_INVALID_REQUEST\0\u{1}ERROR_CODE_INVALIDATED\0\u{1}ERROR_CODE_UNKNOWN\0")
 }
 
 nonisolated extension Audioaccessory_V1_Registration: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REGISTRATION_UNSPECIFIED\0\u{1}REGISTRATION_PAIRED\0\u{1}REGISTRATION_REGISTERED\0\u{1}REGISTRATION_INVALIDATED\0\u{1}REGISTRATION_UNPAIRED\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REGISTRATION_UNSPECIFIED\0\u{1}REGISTRATION_PAIRED\0\u{1}REGISTRATION_REGISTERED\0\u{1}REGISTRATION_INVALIDATED\0\u{1}REGISTRATION_UNPAIRED\0")
 }
 
 nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Configuration"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_capabilities\0\u{3}device_placement\0\u{3}primary_audio_source_device_identifier\0\u{3}secondary_audio_source_device_identifier\0")
+  static let protoMessageName: String = _protobuf_package + ".Configuration"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_capabilities\0\u{3}device_placement\0\u{3}primary_audio_source_device_identifier\0\u{3}secondary_audio_source_device_identifier\0")
 
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -471,7 +471,7 @@ nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, Sw
     }
   }
 
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.deviceCapabilities.isEmpty {
       try visitor.visitPackedEnumField(value: self.deviceCapabilities, fieldNumber: 1)
     }
@@ -487,7 +487,7 @@ nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, Sw
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Audioaccessory_V1_Configuration, rhs: Audioaccessory_V1_Configuration) -> Bool {
+  static func ==(lhs: Audioaccessory_V1_Configuration, rhs: Audioaccessory_V1_Configuration) -> Bool {
     if lhs.deviceCapabilities != rhs.deviceCapabilities {return false}
     if lhs.devicePlacement != rhs.devicePlacement {return false}
     if lhs.primaryAudioSourceDeviceIdentifier != rhs.primaryAudioSourceDeviceIdentifier {return false}

@@ -3,7 +3,7 @@ import Foundation
 
 extension Audioaccessory_V1_AccessoryState {
     /// The published state of `accessory`, with the source the routing engine routes to it.
-    public init(_ accessory: Accessory, routedSource: BluetoothAddress?) {
+    init(_ accessory: Accessory, routedSource: BluetoothAddress?) {
         self.init()
         accessoryID = accessory.id.rawValue
         hubID = accessory.hub.rawValue
@@ -24,18 +24,18 @@ extension Audioaccessory_V1_AccessoryState {
     }
 
     /// The published form of `state`.
-    public init(_ state: AccessoryState) {
+    init(_ state: AccessoryState) {
         self.init(state.accessory, routedSource: state.routedSource)
     }
 }
 
 extension Audioaccessory_V1_AccessoryState {
-    /// The accessory this published state describes, to continue from it after a restart.
+    /// The state this message publishes.
     ///
     /// The wire does not carry when the accessory registered: it is taken as the state's last update (or `now`, if
-    /// that is in the future), which is when its diagnostics are judged from. Diagnostics come back when their text
-    /// is one this version writes with `gracePeriod`; any other is dropped, and recomputed at the next change.
-    public func accessory(restoredAt now: Timestamp, gracePeriod: Duration) throws(AccessoryControlError) -> Accessory {
+    /// that is in the future), which is when its diagnostics are judged from. Diagnostics are read back from their
+    /// words (``Diagnostic/init(description:)``).
+    func state(at now: Timestamp) throws(AccessoryControlError) -> AccessoryState {
         guard let id = AccessoryID(accessoryID) else {
             throw .invalidRequest(reason: "accessory_id '\(accessoryID)' must be \(IdentifierGrammar.description)")
         }
@@ -44,10 +44,7 @@ extension Audioaccessory_V1_AccessoryState {
         }
         let registration = try registration.registration(field: "registration")
         let updatedAt = Timestamp(unixMilliseconds: updatedAtUnixMs)
-        let known: [Diagnostic] = [
-            .hubOffline(hub), .placementNotReported(after: gracePeriod), .sourcesNotReported(after: gracePeriod),
-        ]
-        return Accessory(
+        let accessory = Accessory(
             id: id, hub: hub, registration: registration, name: name, model: model,
             hardwareCapabilities: try hardwareCapabilities.capabilities(field: "hardware_capabilities"),
             configuration: try configuration.configuration(), lastSequence: lastSequence,
@@ -55,15 +52,7 @@ extension Audioaccessory_V1_AccessoryState {
                 ? nil : AccessoryControlError(lastError.code ?? .unknown, reason: lastErrorMessage),
             updatedAt: updatedAt,
             registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
-            diagnostics: known.filter { diagnostics.contains($0.description) })
-    }
-}
-
-extension Audioaccessory_V1_AccessoryState {
-    /// The state this message publishes, to continue from it after a restart (see
-    /// ``accessory(restoredAt:gracePeriod:)``); a routed source that is not 6 bytes reads as none.
-    public func state(restoredAt now: Timestamp, gracePeriod: Duration) throws(AccessoryControlError) -> AccessoryState {
-        AccessoryState(
-            try accessory(restoredAt: now, gracePeriod: gracePeriod), routedSource: BluetoothAddress(bytes: routedSource))
+            diagnostics: diagnostics.map(Diagnostic.init(description:)))
+        return AccessoryState(accessory, routedSource: BluetoothAddress(bytes: routedSource))
     }
 }

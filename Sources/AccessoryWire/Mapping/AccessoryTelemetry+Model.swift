@@ -6,7 +6,7 @@ extension Audioaccessory_V1_AccessoryTelemetry {
     /// Fails with `invalidRequest` when the payload names another accessory, carries no event, or holds enum
     /// values that are UNSPECIFIED where one is required or unknown to this version; with `unknown` when its only
     /// content is fields this version does not know.
-    public func request(for accessory: AccessoryID) throws(AccessoryControlError) -> AccessoryRequest {
+    func request(for accessory: AccessoryID) throws(AccessoryControlError) -> AccessoryRequest {
         guard accessoryID.isEmpty || accessoryID == accessory.rawValue else {
             throw Self.mismatch(named: accessoryID, topic: accessory)
         }
@@ -43,7 +43,7 @@ extension Audioaccessory_V1_AccessoryTelemetry {
     }
 
     /// The telemetry that carries `request`.
-    public init(_ request: AccessoryRequest, sequence: UInt64 = 0, requestID: String = "") {
+    init(_ request: AccessoryRequest, sequence: UInt64 = 0, requestID: String = "") {
         self.init()
         self.sequence = sequence
         self.requestID = requestID

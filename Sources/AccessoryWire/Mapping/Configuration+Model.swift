@@ -3,7 +3,7 @@ import Foundation
 
 extension Audioaccessory_V1_Configuration {
     /// The wire form of `configuration`; absent values are empty.
-    public init(_ configuration: Configuration) {
+    init(_ configuration: Configuration) {
         self.init()
         deviceCapabilities = .init(configuration.deviceCapabilities)
         devicePlacement = .init(configuration.devicePlacement)
@@ -12,7 +12,7 @@ extension Audioaccessory_V1_Configuration {
     }
 
     /// The model configuration; empty identifiers read as `nil`. Lengths and consistency are the model's to judge.
-    public func configuration() throws(AccessoryControlError) -> Configuration {
+    func configuration() throws(AccessoryControlError) -> Configuration {
         Configuration(
             devicePlacement: try devicePlacement.placement(field: "device_placement"),
             deviceCapabilities: try deviceCapabilities.capabilities(field: "device_capabilities"),

@@ -11,12 +11,12 @@ private let capabilityLists: [[Audioaccessory_V1_Capability]] = [
 
 extension Array where Element == Audioaccessory_V1_Capability {
     /// The wire list of `capabilities` (known ones only), in declaration order.
-    public init(_ capabilities: Capabilities) {
+    init(_ capabilities: Capabilities) {
         self = capabilityLists[Int(capabilities.intersection(.all).rawValue)]
     }
 
     /// The capabilities of a repeated `Capability` field named `field`.
-    public func capabilities(field: String) throws(AccessoryControlError) -> Capabilities {
+    func capabilities(field: String) throws(AccessoryControlError) -> Capabilities {
         var capabilities: Capabilities = []
         for value in self {
             switch value {
@@ -34,7 +34,7 @@ extension Array where Element == Audioaccessory_V1_Capability {
 
 extension Audioaccessory_V1_Placement {
     /// The wire value of `placement`; UNSPECIFIED for `nil`.
-    public init(_ placement: Placement?) {
+    init(_ placement: Placement?) {
         switch placement {
         case nil: self = .unspecified
         case .inEar: self = .inEar
@@ -45,7 +45,7 @@ extension Audioaccessory_V1_Placement {
     }
 
     /// The placement; `nil` for UNSPECIFIED.
-    public func placement(field: String) throws(AccessoryControlError) -> Placement? {
+    func placement(field: String) throws(AccessoryControlError) -> Placement? {
         switch self {
         case .unspecified: nil
         case .inEar: .inEar
@@ -59,7 +59,7 @@ extension Audioaccessory_V1_Placement {
 }
 
 extension Audioaccessory_V1_Activity {
-    public init(_ activity: Activity?) {
+    init(_ activity: Activity?) {
         switch activity {
         case nil: self = .unspecified
         case .idle: self = .idle
@@ -69,7 +69,7 @@ extension Audioaccessory_V1_Activity {
     }
 
     /// The activity; `nil` for UNSPECIFIED (the report does not say).
-    public func activity(field: String) throws(AccessoryControlError) -> Activity? {
+    func activity(field: String) throws(AccessoryControlError) -> Activity? {
         switch self {
         case .unspecified: nil
         case .idle: .idle
@@ -82,7 +82,7 @@ extension Audioaccessory_V1_Activity {
 }
 
 extension Audioaccessory_V1_Registration {
-    public init(_ registration: Registration) {
+    init(_ registration: Registration) {
         switch registration {
         case .paired: self = .paired
         case .registered: self = .registered
@@ -92,7 +92,7 @@ extension Audioaccessory_V1_Registration {
     }
 
     /// The registration; UNSPECIFIED or unknown values are an error.
-    public func registration(field: String) throws(AccessoryControlError) -> Registration {
+    func registration(field: String) throws(AccessoryControlError) -> Registration {
         switch self {
         case .paired: .paired
         case .registered: .registered
@@ -105,7 +105,7 @@ extension Audioaccessory_V1_Registration {
 }
 
 extension Audioaccessory_V1_Action {
-    public init(_ action: SwitchCommand.Action) {
+    init(_ action: SwitchCommand.Action) {
         switch action {
         case .routeToAccessory: self = .routeToAccessory
         case .pause: self = .pause
@@ -115,7 +115,7 @@ extension Audioaccessory_V1_Action {
     }
 
     /// The action; UNSPECIFIED or unknown values are an error.
-    public func action(field: String) throws(AccessoryControlError) -> SwitchCommand.Action {
+    func action(field: String) throws(AccessoryControlError) -> SwitchCommand.Action {
         switch self {
         case .routeToAccessory: .routeToAccessory
         case .pause: .pause
@@ -128,7 +128,7 @@ extension Audioaccessory_V1_Action {
 }
 
 extension Audioaccessory_V1_Reason {
-    public init(_ reason: SwitchCommand.Reason) {
+    init(_ reason: SwitchCommand.Reason) {
         switch reason {
         case .accessoryIneligible: self = .accessoryIneligible
         case .putOn: self = .putOn
@@ -140,7 +140,7 @@ extension Audioaccessory_V1_Reason {
     }
 
     /// The reason; UNSPECIFIED or unknown values are an error.
-    public func reason(field: String) throws(AccessoryControlError) -> SwitchCommand.Reason {
+    func reason(field: String) throws(AccessoryControlError) -> SwitchCommand.Reason {
         switch self {
         case .accessoryIneligible: .accessoryIneligible
         case .putOn: .putOn
@@ -156,7 +156,7 @@ extension Audioaccessory_V1_Reason {
 
 extension Audioaccessory_V1_ErrorCode {
     /// The wire code of a request's outcome: NONE for success.
-    public init(_ code: AccessoryControlError.Code?) {
+    init(_ code: AccessoryControlError.Code?) {
         switch code {
         case nil: self = .none
         case .accessoryNotCapable: self = .accessoryNotCapable
@@ -167,7 +167,7 @@ extension Audioaccessory_V1_ErrorCode {
     }
 
     /// The error kind, `nil` for NONE; UNSPECIFIED and values unknown to this version read as `unknown`.
-    public var code: AccessoryControlError.Code? {
+    var code: AccessoryControlError.Code? {
         switch self {
         case .none: nil
         case .accessoryNotCapable: .accessoryNotCapable

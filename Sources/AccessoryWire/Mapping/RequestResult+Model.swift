@@ -1,65 +1,76 @@
 import AccessoryModel
 
 extension Audioaccessory_V1_RequestResult {
-    /// The answer to one telemetry message: NONE or the error with its reason, and the accessory's state after it
-    /// (absent while the accessory is unknown).
-    public init(
-        requestID: String, sequence: UInt64, error: AccessoryControlError?, state: Audioaccessory_V1_AccessoryState?
-    ) {
+    init(_ result: RequestResult) {
         self.init()
-        self.requestID = requestID
-        self.sequence = sequence
-        self.error = .init(error?.code)
-        self.message = error?.reason ?? ""
-        if let state {
-            self.state = state
+        requestID = result.requestID
+        sequence = result.sequence
+        switch result.outcome {
+        case .succeeded:
+            error = .none
+        case .failed(let failure):
+            error = .init(failure.code)
+            message = failure.reason
+        case .notKept(let reason):
+            error = .unspecified
+            message = reason
+        }
+        duplicate = result.duplicate
+        if let state = result.state {
+            self.state = .init(state)
         }
     }
 
-    /// The answer to one telemetry message, from what became of it: applied (NONE), failed (the error), or a repeat of
-    /// a sequence already processed (`duplicate`, with the original outcome when it is still known).
-    public init(
-        requestID: String, sequence: UInt64, result: RequestOutcome.Result, state: Audioaccessory_V1_AccessoryState?
-    ) {
-        switch result {
-        case .applied:
-            self.init(requestID: requestID, sequence: sequence, error: nil, state: state)
-        case .failed(let error):
-            self.init(requestID: requestID, sequence: sequence, error: error, state: state)
-        case .duplicate(let original):
-            switch original {
-            case .succeeded:
-                self.init(requestID: requestID, sequence: sequence, error: nil, state: state)
-            case .failed(let error):
-                self.init(requestID: requestID, sequence: sequence, error: error, state: state)
-            case .notKept(let last):
-                self.init(requestID: requestID, sequence: sequence, error: nil, state: state)
-                self.error = .unspecified
-                message =
-                    "sequence \(sequence) was processed before (the last one processed is \(last)); its outcome is "
-                    + "no longer kept, and nothing changed now"
+    func result(at now: Timestamp) throws(AccessoryControlError) -> RequestResult {
+        let outcome: RequestResult.Outcome =
+            switch (error, duplicate) {
+            case (.none, _): .succeeded
+            case (.unspecified, true): .notKept(message)
+            default: .failed(AccessoryControlError(error.code ?? .unknown, reason: message))
             }
-            duplicate = true
-        }
+        return RequestResult(
+            requestID: requestID, sequence: sequence, outcome: outcome, duplicate: duplicate,
+            state: hasState ? try state.state(at: now) : nil)
+    }
+}
+
+extension Audioaccessory_V1_HubStatus {
+    init(_ status: HubStatus) {
+        self.init()
+        online = status.online
+        sinceUnixMs = status.since.unixMilliseconds
     }
 
-    /// The AudioAccessoryKit error this result reports, or `nil` on success.
-    public var controlError: AccessoryControlError? {
-        error.code.map { AccessoryControlError($0, reason: message) }
+    var status: HubStatus { HubStatus(online: online, since: Timestamp(unixMilliseconds: sinceUnixMs)) }
+}
+
+extension Audioaccessory_V1_BridgeStatus {
+    init(_ status: BridgeStatus) {
+        self.init()
+        online = status.online
+        version = status.version
+        sinceUnixMs = status.since.unixMilliseconds
+    }
+
+    var status: BridgeStatus {
+        BridgeStatus(online: online, version: version, since: Timestamp(unixMilliseconds: sinceUnixMs))
     }
 }
 
 extension Audioaccessory_V1_RebirthRequest {
-    /// Asks a hub to send everything about `accessory` again: its count jumped from `lastSequence` to
-    /// `receivedSequence`.
-    public init(accessory: AccessoryID, lastSequence: UInt64, receivedSequence: UInt64) {
+    init(_ request: RebirthRequest) {
         self.init()
-        accessoryID = accessory.rawValue
-        self.lastSequence = lastSequence
-        self.receivedSequence = receivedSequence
-        let count = receivedSequence - lastSequence - 1
-        reason =
-            "sequence \(receivedSequence) follows \(lastSequence): \(count) message\(count == 1 ? "" : "s") missing; "
-            + "send Paired, Register and a full update again"
+        accessoryID = request.accessory.rawValue
+        lastSequence = request.lastSequence
+        receivedSequence = request.receivedSequence
+        reason = request.reason
+    }
+
+    func request() throws(AccessoryControlError) -> RebirthRequest {
+        guard let accessory = AccessoryID(accessoryID) else {
+            throw .invalidRequest(reason: "accessory_id '\(accessoryID)' must be \(IdentifierGrammar.description)")
+        }
+        return RebirthRequest(
+            accessory: accessory, lastSequence: lastSequence, receivedSequence: receivedSequence, reason: reason)
     }
 }

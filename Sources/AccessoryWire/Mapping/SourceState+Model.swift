@@ -2,7 +2,7 @@ import AccessoryModel
 
 extension Audioaccessory_V1_SourceState {
     /// The wire form of a playing device's report.
-    public init(_ report: SourceReport) {
+    init(_ report: SourceReport) {
         self.init()
         sequence = report.sequence
         activity = .init(report.activity)
@@ -10,7 +10,7 @@ extension Audioaccessory_V1_SourceState {
     }
 
     /// The report for the routing engine; an unknown activity or a malformed accessory id is an error.
-    public func report() throws(AccessoryControlError) -> SourceReport {
+    func report() throws(AccessoryControlError) -> SourceReport {
         var routed: AccessoryID?
         if !routedAccessoryID.isEmpty {
             guard let id = AccessoryID(routedAccessoryID) else {

@@ -2,7 +2,7 @@ import AccessoryModel
 
 extension Audioaccessory_V1_SwitchCommand {
     /// The wire form of `command` (its source is the topic's).
-    public init(_ command: SwitchCommand) {
+    init(_ command: SwitchCommand) {
         self.init()
         commandID = command.id
         sequence = command.sequence
@@ -13,7 +13,7 @@ extension Audioaccessory_V1_SwitchCommand {
     }
 
     /// The model command, for the source named by its topic.
-    public func command(for source: BluetoothAddress) throws(AccessoryControlError) -> SwitchCommand {
+    func command(for source: BluetoothAddress) throws(AccessoryControlError) -> SwitchCommand {
         guard let accessory = AccessoryID(accessoryID) else {
             throw .invalidRequest(reason: "accessory_id '\(accessoryID)' must be \(IdentifierGrammar.description)")
         }

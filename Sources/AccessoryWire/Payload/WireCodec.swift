@@ -18,7 +18,7 @@ public struct WireCodec: Sendable {
     }()
 
     /// Decodes `payload` as `M` in `format`, or explains what is wrong with it.
-    public func decode<M: SwiftProtobuf.Message, Bytes: SwiftProtobufContiguousBytes>(
+    func decode<M: SwiftProtobuf.Message, Bytes: SwiftProtobufContiguousBytes>(
         _ type: M.Type, from payload: Bytes, format: PayloadFormat
     ) throws(WireError) -> M {
         guard payload.count <= maximumPayloadSize else {
@@ -91,7 +91,7 @@ public struct WireCodec: Sendable {
     }
 
     /// Encodes `message` in `format`.
-    public func encode(_ message: some SwiftProtobuf.Message, as format: PayloadFormat) -> [UInt8] {
+    func encode(_ message: some SwiftProtobuf.Message, as format: PayloadFormat) -> [UInt8] {
         do {
             switch format {
             case .protobuf: return try message.serializedBytes()

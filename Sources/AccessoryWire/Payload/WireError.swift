@@ -9,6 +9,8 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
         case malformedProtobuf
         /// Not valid JSON, or not the canonical JSON mapping of the message.
         case malformedJSON
+        /// Decodes, but holds a value this version refuses (an enum value it does not know, a malformed id).
+        case invalidValue
     }
 
     public var kind: Kind
