@@ -66,6 +66,7 @@ struct options {
     bool json;
     bool verify;
     bool quiet;
+    bool trace;
     double sweep[MAX_SWEEP];
     int sweep_count;
     unsigned seed;
@@ -262,6 +263,9 @@ static bool parse_options(int argc, char **argv, struct options *opt)
         } else if (strcmp(name, "--quiet") == 0) {
             opt->quiet = true;
             takes_value = false;
+        } else if (strcmp(name, "--trace") == 0) {
+            opt->trace = true;
+            takes_value = false;
         } else if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -412,6 +416,10 @@ static void publish_source_state(struct sim *sim, struct device *device)
     mosquitto_publish_v5(sim->device_client, NULL, topic, (int)length, payload, 1, true, properties);
     mosquitto_property_free_all(&properties);
     sim->source_reports++;
+    if (sim->opt.trace) {
+        fprintf(stderr, "trace: %s reports activity %d, routed to \"%s\"\n", device->hex, device->activity,
+                device->routed);
+    }
 }
 
 static struct device *device_for_topic(struct sim *sim, const char *topic)
@@ -446,6 +454,10 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
     pthread_mutex_lock(&sim->mutex);
     struct device *device = device_for_topic(sim, message->topic);
     if (device != NULL) {
+        if (sim->opt.trace) {
+            fprintf(stderr, "trace: %s got action %d reason %d for %s (sequence %" PRIu64 ")\n", device->hex,
+                    command.action, command.reason, command.accessory_id, command.sequence);
+        }
         if (command.sequence <= device->last_command_sequence) {
             sim->command_redeliveries++;
         } else {
@@ -640,6 +652,11 @@ static void completed(struct audiohub *hub, void *userdata, const struct audiohu
     accessory->outstanding--;
     sim->outstanding--;
     bool ok = result->status == AUDIOHUB_ERR_SUCCESS && result->error == AUDIOHUB_KIT_NONE;
+    if (sim->opt.trace) {
+        fprintf(stderr, "trace: %s request %d (placement %d, sources %d %d) #%" PRIu64 ": %s\n", result->accessory_id,
+                op->operation, op->effect.placement, op->effect.primary, op->effect.secondary, result->sequence,
+                audiohub_kit_error_name(result->error));
+    }
     if (ok) {
         if (op->operation == AUDIOHUB_OP_PLACEMENT || op->operation == AUDIOHUB_OP_UPDATE) {
             bool was_worn = worn(accessory->expected.placement);
