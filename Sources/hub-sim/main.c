@@ -926,6 +926,10 @@ static struct summary run_phase(struct sim *sim, double rate)
     }
     sim->rate = rate;
     sim->rounds = sim->opt.rounds;
+    /* Commands and reports count per phase; what justifies commands (each accessory's changes) counts throughout. */
+    sim->commands = 0;
+    sim->repeated_commands = 0;
+    sim->source_reports = 0;
     sim->stopping = false;
     sim->measuring = true;
     sim->stats.started_ns = now_ns();
@@ -1179,8 +1183,8 @@ static void print_summary(struct sim *sim, const struct summary *s, long mismatc
         }
         printf("}\n");
     } else {
-        printf("hub-sim: %ld hubs x %ld accessories, %s, %s, %.1f s\n", sim->opt.hubs, sim->opt.accessories,
-               sim->opt.scenario, s->offered == 0 ? "flood" : "paced", s->seconds);
+        printf("hub-sim: %ld hub%s x %ld accessories, %s, %s, %.1f s\n", sim->opt.hubs, sim->opt.hubs == 1 ? "" : "s",
+               sim->opt.accessories, sim->opt.scenario, s->offered == 0 ? "flood" : "paced", s->seconds);
         if (s->offered > 0) {
             printf("  offered     %.0f requests/s\n", s->offered);
         }
@@ -1238,8 +1242,8 @@ static bool write_svg(const char *path, const struct summary *points, int count,
 #define Y(ms) (top + plot_h - (log10(fmax((ms), low)) - log10(low)) / (log10(high) - log10(low)) * plot_h)
     fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
                  "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height);
-    fprintf(out, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">hub-sim: latency against offered rate (%ld hubs x %ld "
-                 "accessories, %s)</text>\n", left, opt->hubs, opt->accessories, opt->scenario);
+    fprintf(out, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">hub-sim: latency against offered rate (%ld hub%s x %ld "
+                 "accessories, %s)</text>\n", left, opt->hubs, opt->hubs == 1 ? "" : "s", opt->accessories, opt->scenario);
     for (double ms = low; ms <= high * 1.001; ms *= 10) {
         fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", left, Y(ms),
                 left + plot_w, Y(ms));
@@ -1360,8 +1364,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (!sim.opt.quiet) {
-        fprintf(stderr, "hub-sim: %ld hubs x %ld accessories, %ld devices, on %s; setting up\n", sim.opt.hubs,
-                sim.opt.accessories, sim.opt.devices, sim.opt.broker);
+        fprintf(stderr, "hub-sim: %ld hub%s x %ld accessories, %ld devices, on %s; setting up\n", sim.opt.hubs,
+                sim.opt.hubs == 1 ? "" : "s", sim.opt.accessories, sim.opt.devices, sim.opt.broker);
     }
     if (!setup(&sim)) {
         goto out;

@@ -1,4 +1,4 @@
-import AccessoryWire
+@testable import AccessoryWire
 import CAudioHub
 import Foundation
 import SwiftProtobuf
