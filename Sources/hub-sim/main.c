@@ -288,7 +288,9 @@ static bool parse_options(int argc, char **argv, struct options *opt)
         } else if (strcmp(name, "--sweep") == 0) {
             ok = parse_sweep(value, opt);
         } else if (strcmp(name, "--hubs") == 0) {
-            ok = parse_long(value, 1, 1000, &opt->hubs);
+            /* Each hub's connection and wake-up pair take three descriptors, and libmosquitto's select() stops at
+             * FD_SETSIZE (1024). */
+            ok = parse_long(value, 1, 250, &opt->hubs);
         } else if (strcmp(name, "--accessories") == 0) {
             ok = parse_long(value, 1, 1000000, &opt->accessories);
         } else if (strcmp(name, "--devices") == 0) {

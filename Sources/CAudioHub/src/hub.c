@@ -1513,16 +1513,24 @@ enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
         int rc = mosquitto_loop(hub->mosq, wait, 1);
         if (rc != MOSQ_ERR_SUCCESS) {
             lock(hub);
+            bool closed = mosquitto_socket(hub->mosq) < 0;
             /* A failure that closed the socket without on_disconnect (e.g. the connect itself). */
-            if (mosquitto_socket(hub->mosq) < 0 && hub->connection != CONN_IDLE && hub->connection != CONN_WAITING) {
+            if (closed && hub->connection != CONN_IDLE && hub->connection != CONN_WAITING) {
                 if (hub->connection == CONN_DISCONNECTING) {
                     hub->connection = CONN_IDLE;
                 } else {
                     hub->last_mosquitto_error = rc;
                     schedule_reconnect(hub);
                 }
+            } else if (!closed) {
+                /* A failure that leaves the socket (select() itself failed: a descriptor beyond FD_SETSIZE): wait
+                 * rather than spin. */
+                hub->last_mosquitto_error = rc;
             }
             unlock(hub);
+            if (!closed && wait > 0) {
+                poll(NULL, 0, wait);
+            }
         }
     } else if (wait > 0) {
         poll(NULL, 0, wait);
