@@ -409,8 +409,8 @@ static void publish_source_state(struct sim *sim, struct device *device)
 {
     uint8_t payload[128];
     device->report_sequence++;
-    size_t length = wire_pack_source_state(device->report_sequence, device->activity, device->routed, payload,
-                                           sizeof payload);
+    size_t length = wire_pack_source_state(device->report_sequence, device->activity, device->routed,
+                                           device->last_command_sequence, payload, sizeof payload);
     char topic[300];
     snprintf(topic, sizeof topic, "%s/sources/%s/state", sim->opt.topic_root, device->hex);
     mosquitto_property *properties = NULL;

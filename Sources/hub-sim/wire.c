@@ -10,13 +10,14 @@
 #include "audioaccessory/v1/source.pb-c.h"
 #include "audioaccessory/v1/state.pb-c.h"
 
-size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id, uint8_t *out,
-                              size_t capacity)
+size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id,
+                              uint64_t last_command_sequence, uint8_t *out, size_t capacity)
 {
     Audioaccessory__V1__SourceState state = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
     state.sequence = sequence;
     state.activity = (Audioaccessory__V1__Activity)activity;
     state.routed_accessory_id = (char *)routed_accessory_id;
+    state.last_command_sequence = last_command_sequence;
     if (audioaccessory__v1__source_state__get_packed_size(&state) > capacity) {
         return 0;
     }

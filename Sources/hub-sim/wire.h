@@ -36,9 +36,10 @@ struct wire_state {
     bool stale;
 };
 
-/* A SourceState, packed into `out`; returns its length (0 if it does not fit). */
-size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id, uint8_t *out,
-                              size_t capacity);
+/* A SourceState, packed into `out`; returns its length (0 if it does not fit). `last_command_sequence`: the last
+ * SwitchCommand the device applied, so that the bridge can tell a report written before its latest command. */
+size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id,
+                              uint64_t last_command_sequence, uint8_t *out, size_t capacity);
 
 /* Unpacks a SwitchCommand; false for bytes that are not one. */
 bool wire_unpack_command(const void *data, size_t length, struct wire_command *out);

@@ -438,3 +438,26 @@ import Testing
         #expect(first.description == "ROUTE_TO_ACCESSORY 12:34:56:78:9A:BC to headphones (PUT_ON)")
     }
 }
+
+extension RoutingEngineTests {
+    /// Found by hub-sim --trace: a device's report that crossed the bridge's PAUSE said it was still routed, and the
+    /// engine took that as in force, so putting the headphones back on sent neither ROUTE nor RESUME.
+    @Test func aRouteReportedBeforeTheLatestCommandIsIgnored() throws {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        let route = try #require(h.log.last)
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        // The device's report written after the ROUTE, before it applied the PAUSE.
+        _ = h.engine.sourceReported(
+            SourceReport(activity: .media, routedAccessory: headphones, lastCommandSequence: route.sequence),
+            from: phone, at: h.now)
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+        // A report that says it applied the latest command counts.
+        let resume = try #require(h.log.last)
+        _ = h.engine.sourceReported(
+            SourceReport(activity: .media, routedAccessory: earbuds, lastCommandSequence: resume.sequence),
+            from: phone, at: h.now)
+        #expect(h.place(headphones, .offHead) == [], "the device says it moved to the earbuds")
+    }
+}

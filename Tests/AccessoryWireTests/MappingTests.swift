@@ -157,7 +157,7 @@ import Testing
     }
 
     @Test(arguments: [nil] + AccessoryControlError.Code.allCases.map(Optional.some))
-    func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) {
+    func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) throws {
         let error = code.map { AccessoryControlError($0, reason: "because") }
         let model = RequestResult(
             requestID: "r-1", sequence: 3, outcome: error.map { .failed($0) } ?? .succeeded, state: nil)

@@ -142,6 +142,7 @@ enum WireSamples {
         $0.sequence = 7
         $0.activity = .media
         $0.routedAccessoryID = accessoryID
+        $0.lastCommandSequence = 1_763_790_000_123_004
     }
 
     /// A `SwitchCommand` routing a source that became active.

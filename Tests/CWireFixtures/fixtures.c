@@ -220,6 +220,7 @@ static size_t pack_source_state(uint8_t *out, size_t capacity) {
     state.sequence = 7;
     state.activity = AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_MEDIA;
     state.routed_accessory_id = (char *)ACCESSORY_ID;
+    state.last_command_sequence = UINT64_C(1763790000123004);
     PACK_CHECKED(audioaccessory__v1__source_state, &state);
 }
 

@@ -193,7 +193,10 @@ public struct RoutingEngine: Sendable {
         if let activity = report.activity {
             sources[source].activity = activity
         }
-        if let reported = report.routedAccessory {
+        // A route the device reported before it applied the latest command would undo that command (rule 9).
+        let stale = report.lastCommandSequence != 0 && report.lastCommandSequence < sources[source].lastIssued
+        let reportedRoute = stale ? nil : report.routedAccessory
+        if let reported = reportedRoute {
             sources[source].inForce = reported
         }
         let activity = sources[source].activity
@@ -204,7 +207,7 @@ public struct RoutingEngine: Sendable {
             sources[source].pausedByTakeOff = nil
         }
 
-        if let reported = report.routedAccessory, let accessory = accessorySlots[reported],
+        if let reported = reportedRoute, let accessory = accessorySlots[reported],
             sources[source].routedAccessory != accessory
         {
             adoptReportedRoute(of: source, to: accessory, into: &output)
@@ -469,6 +472,7 @@ public struct RoutingEngine: Sendable {
     ) {
         sources[source].commandSequence += 1
         let sequence = sources[source].commandSequence
+        sources[source].lastIssued = sequence
         highestCommandSequence = max(highestCommandSequence, sequence)
         // A new decision supersedes what was owed: it was made knowing those commands did not go out.
         sources[source].owed = []
@@ -567,8 +571,10 @@ extension RoutingEngine {
         var pausedByTakeOff: PausedPlayback?
         /// Commands that could not be sent, in order, until ``RoutingEngine/reconcile(at:)``.
         var owed: [SwitchCommand] = []
-        /// The sequence of its last command.
+        /// Where its count of commands stands (its next command takes the next number).
         var commandSequence: UInt64
+        /// The sequence of the last command issued to it since the engine started keeping it (0: none).
+        var lastIssued: UInt64 = 0
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy: [Int] = []
 

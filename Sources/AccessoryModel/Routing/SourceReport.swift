@@ -6,10 +6,16 @@ public struct SourceReport: Hashable, Sendable {
     public var activity: Activity?
     /// The accessory it says it is routed to; `nil` when it does not say.
     public var routedAccessory: AccessoryID?
+    /// The sequence of the last command the device applied; 0 when it does not say. A route reported before the
+    /// device applied the engine's latest command is out of date, and ignored.
+    public var lastCommandSequence: UInt64
 
-    public init(sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil) {
+    public init(
+        sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil, lastCommandSequence: UInt64 = 0
+    ) {
         self.sequence = sequence
         self.activity = activity
         self.routedAccessory = routedAccessory
+        self.lastCommandSequence = lastCommandSequence
     }
 }

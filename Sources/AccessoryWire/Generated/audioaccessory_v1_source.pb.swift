@@ -38,6 +38,11 @@ nonisolated struct Audioaccessory_V1_SourceState: Sendable {
   /// The accessory the device is routed to, as far as it knows; empty when it does not say.
   var routedAccessoryID: String = String()
 
+  /// The sequence of the last SwitchCommand the device applied (0: it does not say). A report whose
+  /// routed_accessory_id was written before the device applied the bridge's latest command is out of date:
+  /// the bridge ignores its route then (it would undo that command), and takes its activity.
+  var lastCommandSequence: UInt64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -75,7 +80,7 @@ fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SourceState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0\u{4}\u{2}last_command_sequence\0\u{c}\u{4}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -86,6 +91,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
       case 2: try { try decoder.decodeSingularEnumField(value: &self.activity) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.routedAccessoryID) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandSequence) }()
       default: break
       }
     }
@@ -101,6 +107,9 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if !self.routedAccessoryID.isEmpty {
       try visitor.visitSingularStringField(value: self.routedAccessoryID, fieldNumber: 3)
     }
+    if self.lastCommandSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.lastCommandSequence, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -108,6 +117,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if lhs.sequence != rhs.sequence {return false}
     if lhs.activity != rhs.activity {return false}
     if lhs.routedAccessoryID != rhs.routedAccessoryID {return false}
+    if lhs.lastCommandSequence != rhs.lastCommandSequence {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -7,6 +7,7 @@ extension Audioaccessory_V1_SourceState {
         sequence = report.sequence
         activity = .init(report.activity)
         routedAccessoryID = report.routedAccessory?.rawValue ?? ""
+        lastCommandSequence = report.lastCommandSequence
     }
 
     /// The report for the routing engine; an unknown activity or a malformed accessory id is an error.
@@ -19,6 +20,8 @@ extension Audioaccessory_V1_SourceState {
             }
             routed = id
         }
-        return SourceReport(sequence: sequence, activity: try activity.activity(field: "activity"), routedAccessory: routed)
+        return SourceReport(
+            sequence: sequence, activity: try activity.activity(field: "activity"), routedAccessory: routed,
+            lastCommandSequence: lastCommandSequence)
     }
 }

@@ -97,7 +97,7 @@ void   audioaccessory__v1__switch_command__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__switch_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[3] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[4] =
 {
   {
     "sequence",
@@ -135,16 +135,30 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "last_command_sequence",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__SourceState, last_command_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__source_state__field_indices_by_name[] = {
   1,   /* field[1] = activity */
+  3,   /* field[3] = last_command_sequence */
   2,   /* field[2] = routed_accessory_id */
   0,   /* field[0] = sequence */
 };
-static const ProtobufCIntRange audioaccessory__v1__source_state__number_ranges[1 + 1] =
+static const ProtobufCIntRange audioaccessory__v1__source_state__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 5, 3 },
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
 {
@@ -154,10 +168,10 @@ const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
   "Audioaccessory__V1__SourceState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__SourceState),
-  3,
+  4,
   audioaccessory__v1__source_state__field_descriptors,
   audioaccessory__v1__source_state__field_indices_by_name,
-  1,  audioaccessory__v1__source_state__number_ranges,
+  2,  audioaccessory__v1__source_state__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__source_state__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

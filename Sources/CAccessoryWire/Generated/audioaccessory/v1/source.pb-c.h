@@ -41,10 +41,16 @@ struct  Audioaccessory__V1__SourceState
    * The accessory the device is routed to, as far as it knows; empty when it does not say.
    */
   char *routed_accessory_id;
+  /*
+   * The sequence of the last SwitchCommand the device applied (0: it does not say). A report whose
+   * routed_accessory_id was written before the device applied the bridge's latest command is out of date:
+   * the bridge ignores its route then (it would undo that command), and takes its activity.
+   */
+  uint64_t last_command_sequence;
 };
 #define AUDIOACCESSORY__V1__SOURCE_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__source_state__descriptor) \
-    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string }
+    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
 
 
 /*

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Memory benchmark: for each count of accessories (default 100,000 and 1,000,000), a fresh broker and release bridge,
+# that many accessories paired, registered and connected to a source through Benchmarks/LoadGen (every one routed or
+# paused once), then the bridge's RSS while running; then a restart: how long the rebuild took and the RSS after it.
+# Prints the slope between the two counts in bytes per accessory, the figure the target is about (<= 256 B).
+# Usage: make bench-memory [COUNTS="100000 1000000"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+counts=(${COUNTS:-100000 1000000})
+bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
+loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
+for bin in "$bridge_bin" "$loadgen_bin"; do
+    [ -x "$bin" ] || { echo "memory-bench: $bin is missing: run \`make bench-memory\`" >&2; exit 2; }
+done
+. scripts/lib/broker.sh
+work=$(mktemp -d)
+bridge=
+broker_pid=
+trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+declare -A running rebuilt seconds
+for count in "${counts[@]}"; do
+    start_broker 18910 "$work" "$work/broker-$count.log"
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id mem-bridge --log-level warning 2>"$work/bridge.log" &
+    bridge=$!
+    "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$count" --seconds 0 --reports 1 --settle 0 \
+        --setup-timeout 7200 >"$work/load.log" 2>&1 || { cat "$work/load.log"; exit 1; }
+    sleep 3
+    running[$count]=$(rss_kb "$bridge")
+    kill -TERM "$bridge"; wait "$bridge" || true
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id mem-bridge --log-level info 2>"$work/restart.log" &
+    bridge=$!
+    for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
+    sleep 3
+    rebuilt[$count]=$(rss_kb "$bridge")
+    seconds[$count]=$(grep -o 'read_ms=[0-9]* rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
+    kill -TERM "$bridge"; wait "$bridge" || true
+    kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
+    printf '%9d accessories: RSS running %7d kB, after a restart %7d kB (%s)\n' \
+        "$count" "${running[$count]}" "${rebuilt[$count]}" "${seconds[$count]}"
+done
+if [ ${#counts[@]} -ge 2 ]; then
+    a=${counts[0]}; b=${counts[-1]}
+    echo "slope $a -> $b: running $(( (running[$b] - running[$a]) * 1024 / (b - a) )) B/accessory," \
+        "after a restart $(( (rebuilt[$b] - rebuilt[$a]) * 1024 / (b - a) )) B/accessory"
+fi
