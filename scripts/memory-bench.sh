@@ -35,7 +35,7 @@ for count in "${counts[@]}"; do
     for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
     sleep 3
     rebuilt[$count]=$(rss_kb "$bridge")
-    seconds[$count]=$(grep -o 'read_ms=[0-9]* rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
+    seconds[$count]=$(grep -o 'rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
     kill -TERM "$bridge"; wait "$bridge" || true
     kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
     printf '%9d accessories: RSS running %7d kB, after a restart %7d kB (%s)\n' \

@@ -35,7 +35,7 @@ for round in 1 2 3; do
         grep -q 'rebuilt from the retained states' "$work/restart-$round.log" && break
         sleep 0.1
     done
-    grep -o 'accessories=[0-9]* read_ms=[0-9]* rebuild_ms=[0-9]*' "$work/restart-$round.log" \
+    grep -o 'accessories=[0-9]* .*rebuild_ms=[0-9]*' "$work/restart-$round.log" \
         || { cat "$work/restart-$round.log"; exit 1; }
     sleep 1
     echo "  bridge memory after the rebuild: $(grep -E 'VmRSS|VmHWM' /proc/$bridge/status | tr -s ' \t' ' ' | tr '\n' ' ')"

@@ -121,7 +121,8 @@ enum PipelineHarness {
         checker.step(.restoring, { [accessoryStates, sourceStates] in
             "restore of \(accessoryStates.map(describe)) and \(sourceStates.map(describe))"
         }) {
-            _ = processor.restore(accessoryStates: accessoryStates, sourceStates: sourceStates)
+            for message in sourceStates + accessoryStates { processor.restore(message) }
+            processor.restoringFinished()
         }
     }
 

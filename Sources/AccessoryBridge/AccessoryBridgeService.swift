@@ -97,8 +97,8 @@ public final class AccessoryBridgeService: Service {
         let root = configuration.topicRoot
         // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
         let marker = "\(root)/bridge/rebuild/\(instanceID)"
-        // Collected on the network thread as they arrive (no hand-off per message: there may be 100,000).
-        let collected = RetainedStates(marker: marker, sourcesPrefix: "\(root)/sources/")
+        // Restored on the reader's network thread as they arrive (no hand-off per message: there may be a million).
+        let collected = RetainedStates(marker: marker, processor: processor)
         let reader = try MQTTClient(configuration: mqtt, logger: logger)
         try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atLeastOnce)
@@ -119,18 +119,16 @@ public final class AccessoryBridgeService: Service {
             collected.finish()
         }
         defer { watchdog.cancel() }
-        let (accessoryStates, sourceStates) = await collected.all()
-        let read = clock.now
+        await collected.finished()
+        // Joins the reader's network thread: the processor is this task's again.
         await reader.close()
         try Task.checkCancellation()
-        let restored = processor.restore(accessoryStates: accessoryStates, sourceStates: sourceStates)
+        let restored = processor.restoringFinished()
         logger.info(
             "rebuilt from the retained states",
             metadata: [
                 "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
-                "unusable": "\(restored.skipped)",
-                "read_ms": "\(Self.milliseconds(read - started))",
-                "rebuild_ms": "\(Self.milliseconds(clock.now - read))",
+                "unusable": "\(restored.skipped)", "rebuild_ms": "\(Self.milliseconds(clock.now - started))",
             ])
     }
 

@@ -9,17 +9,18 @@ import MQTTClient
 /// ``BridgeStateMachine`` with the time, and publishes the actions it returns. It decides nothing itself.
 ///
 /// One thread owns it: libmosquitto's network thread, which delivers messages, connection changes and wake-ups (see
-/// ``MQTTClientHandler``) one at a time; before the client starts, ``restore(accessoryStates:sourceStates:)`` runs on
-/// the thread that starts it. Nothing is locked, and nothing is published under a lock.
+/// ``MQTTClientHandler``) one at a time. Before it starts, the start-up reader's network thread runs ``restore(_:)``
+/// for each retained state, and hands it back when that reader is closed. Nothing is locked, and nothing is published
+/// under a lock.
 ///
 /// Bad input never changes state: it gets a clear result where the topic names an accessory, a log line with the
 /// topic, and a counter.
 ///
 /// ``AccessoryBridgeService`` runs one as its MQTT client's handler; it can also run against any ``MessagePublisher``
 /// (tests, fuzzing, embedding), driven by ``handle(_:)`` and ``tick()``.
-// @unchecked Sendable: `core` is mutated without a lock, by one thread at a time: the network thread of the client
-// this is the handler of (after MQTTClient.start, which orders everything before it), or the caller of restore
-// (before that start), or a test's or the fuzzer's single thread.
+// @unchecked Sendable: `core` and `restored` are mutated without a lock, by one thread at a time: the start-up
+// reader's network thread (restore), then, once that thread was joined, the network thread of the client this is the
+// handler of (MQTTClient.start orders everything before it); or a test's or the fuzzer's single thread.
 public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var core: BridgeStateMachine
     private let root: TopicRoot
@@ -177,41 +178,48 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     // MARK: - Restoring
 
-    /// Rebuilds accessories and playing devices from their retained states, read before any telemetry (and before
-    /// the client starts): publishes nothing, sends no command. Returns how many of each were restored and how many
-    /// messages were unusable.
-    public func restore(accessoryStates: [MQTTMessage], sourceStates: [MQTTMessage])
-        -> (accessories: Int, sources: Int, skipped: Int)
-    {
+    /// What restoring took back so far, and what it could not use.
+    public struct Restored: Hashable, Sendable {
+        public var accessories = 0
+        public var sources = 0
+        public var skipped = 0
+    }
+
+    private var restored = Restored()
+
+    /// Takes back one retained accessory or source state, read before any telemetry (and before the client starts):
+    /// publishes nothing, sends no command. The order of the states does not matter; call
+    /// ``restoringFinished()`` once they are all in.
+    public func restore(_ message: MQTTMessage) {
         let now = clock.now
-        var skipped = 0
-        var sources = 0
-        var accessories = 0
-        for message in sourceStates {
-            guard case .sourceState(let source)? = try? Topic(parsing: message.topic, under: root),
-                let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
-            else {
-                skipped += 1
-                continue
-            }
+        switch try? Topic(parsing: message.topic, under: root) {
+        case .sourceState(let source)?:
+            guard let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
+            else { break }
             core.restoreSource(report, from: source, at: now)
-            sources += 1
-        }
-        for message in accessoryStates {
-            guard case .accessoryState(let id)? = try? Topic(parsing: message.topic, under: root),
+            restored.sources += 1
+            return
+        case .accessoryState(let id)?:
+            guard
                 let state = try? codec.decode(
                     AccessoryState.self, from: message.payload, format: format(of: message), at: now),
                 state.accessory.id == id
-            else {
-                skipped += 1
-                logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
-                continue
-            }
+            else { break }
             core.restore(state, at: now)
-            accessories += 1
+            restored.accessories += 1
+            return
+        default:
+            break
         }
+        restored.skipped += 1
+        logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
+    }
+
+    /// Every retained state is in: returns how many of each were restored and how many were unusable.
+    @discardableResult
+    public func restoringFinished() -> Restored {
         core.restoringFinished()
-        return (accessories, sources, skipped)
+        return restored
     }
 
     // MARK: - Running actions

@@ -1,25 +1,25 @@
 import MQTTClient
 import Synchronization
 
-/// The retained accessory and source states the bridge reads at start-up, collected on the network thread as they
-/// arrive, until its marker comes back (or ``finish()`` is called: a timeout, a shutdown).
+/// The start-up read of the retained accessory and source states: hands each to the ``MessageProcessor`` as it
+/// arrives, on the reader's network thread (nothing is collected: there may be a million), until the marker comes
+/// back (or ``finish()`` is called: a timeout, a shutdown).
+///
+/// The reader's network thread owns the processor meanwhile; the caller takes it back once ``finished()`` returned
+/// and the reader is closed (which joins that thread).
 final class RetainedStates: Sendable {
-    typealias Collected = (accessoryStates: [MQTTMessage], sourceStates: [MQTTMessage])
-
     private struct State {
-        var accessoryStates: [MQTTMessage] = []
-        var sourceStates: [MQTTMessage] = []
         var finished = false
-        var waiter: CheckedContinuation<Collected, Never>?
+        var waiter: CheckedContinuation<Void, Never>?
     }
 
     private let marker: String
-    private let sourcesPrefix: String
+    private let processor: MessageProcessor
     private let state = Mutex(State())
 
-    init(marker: String, sourcesPrefix: String) {
+    init(marker: String, processor: MessageProcessor) {
         self.marker = marker
-        self.sourcesPrefix = sourcesPrefix
+        self.processor = processor
     }
 
     /// Called by the reader's client for each message.
@@ -28,36 +28,31 @@ final class RetainedStates: Sendable {
             finish()
             return
         }
-        state.withLock { state in
-            guard !state.finished else { return }
-            if message.topic.hasPrefix(sourcesPrefix) {
-                state.sourceStates.append(message)
-            } else {
-                state.accessoryStates.append(message)
-            }
-        }
+        // Checked on this thread before each state: nothing is restored once the caller may have taken over.
+        guard !state.withLock({ $0.finished }) else { return }
+        processor.restore(message)
     }
 
-    /// Ends the collection with what arrived.
+    /// Ends the read with what arrived.
     func finish() {
-        let (waiter, collected) = state.withLock { state in
+        let waiter = state.withLock { state in
             state.finished = true
             defer { state.waiter = nil }
-            return (state.waiter, (state.accessoryStates, state.sourceStates))
+            return state.waiter
         }
-        waiter?.resume(returning: collected)
+        waiter?.resume()
     }
 
-    /// Everything collected, once the marker came back; a cancelled task gets what arrived so far.
-    func all() async -> Collected {
+    /// Returns once the marker came back or ``finish()`` was called; a cancelled task returns at once.
+    func finished() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let ready: Collected? = state.withLock { state in
-                    guard !state.finished else { return (state.accessoryStates, state.sourceStates) }
+                let done: Bool = state.withLock { state in
+                    guard !state.finished else { return true }
                     state.waiter = continuation
-                    return nil
+                    return false
                 }
-                if let ready { continuation.resume(returning: ready) }
+                if done { continuation.resume() }
             }
         } onCancel: {
             finish()
