@@ -10,6 +10,8 @@ public struct BridgeConfiguration: Sendable {
     public var topicRoot: TopicRoot = .default
     /// How long after taking an accessory off putting it back on also resumes playback (routing rule 4).
     public var resumeWindow: Duration = .seconds(15)
+    /// How long after a call displaced media its end still brings the media back (routing rule 11).
+    public var interruptionWindow: Duration = .seconds(300)
     /// How long a declared capability may go unreported before it gets a diagnostic.
     public var diagnosticsGracePeriod: Duration = .seconds(30)
     /// The format of commands, and of states and results that no request's format decides.

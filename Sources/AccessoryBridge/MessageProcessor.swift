@@ -51,6 +51,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         var policy = BridgeStateMachine.Policy()
         policy.accessory.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
         policy.routing.resumeWindow = configuration.resumeWindow
+        policy.routing.interruptionWindow = configuration.interruptionWindow
         policy.rebirthInterval = configuration.rebirthInterval
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
         let base = UInt64(max(0, clock.now.unixMilliseconds)) * 1000

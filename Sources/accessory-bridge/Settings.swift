@@ -40,6 +40,9 @@ enum Settings {
         @Option(help: "Seconds after taking an accessory off during which putting it back on resumes playback. (default: 15)")
         var resumeWindow: Double?
 
+        @Option(help: "Seconds after a call displaced media during which the call's end resumes the media. (default: 300)")
+        var interruptionWindow: Double?
+
         @Option(help: "Seconds a declared capability may go unreported before it gets a diagnostic. (default: 30)")
         var diagnosticsGracePeriod: Double?
 
@@ -73,6 +76,7 @@ enum Settings {
             given["cert-file"] = certFile
             given["key-file"] = keyFile
             given["resume-window"] = resumeWindow.map { "\($0)" }
+            given["interruption-window"] = interruptionWindow.map { "\($0)" }
             given["diagnostics-grace-period"] = diagnosticsGracePeriod.map { "\($0)" }
             given["session-expiry"] = sessionExpiry.map { "\($0)" }
             given["payload-format"] = payloadFormat
@@ -140,6 +144,9 @@ enum Settings {
         }
         bridge.topicRoot = root
         if let seconds = try number("resume-window") { bridge.resumeWindow = .milliseconds(Int64(seconds * 1000)) }
+        if let seconds = try number("interruption-window") {
+            bridge.interruptionWindow = .milliseconds(Int64(seconds * 1000))
+        }
         if let seconds = try number("diagnostics-grace-period") {
             bridge.diagnosticsGracePeriod = .milliseconds(Int64(seconds * 1000))
         }

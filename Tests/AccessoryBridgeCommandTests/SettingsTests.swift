@@ -18,11 +18,19 @@ import Testing
         #expect(settings.bridge.mqtt.tls == nil)
         #expect(settings.bridge.topicRoot == .default)
         #expect(settings.bridge.resumeWindow == .seconds(15))
+        #expect(settings.bridge.interruptionWindow == .seconds(300))
         #expect(settings.bridge.diagnosticsGracePeriod == .seconds(30))
         #expect(settings.bridge.payloadFormat == .protobuf)
         #expect(settings.bridge.maximumPayloadSize == 65_536)
         #expect(settings.bridge.sessionExpiry == .seconds(86_400))
         #expect(settings.logLevel == .info)
+    }
+
+    @Test func theInterruptionWindowIsASettingLikeTheOthers() async throws {
+        #expect(try await resolve(["--interruption-window", "90"]).bridge.interruptionWindow == .seconds(90))
+        let fromEnvironment = try await resolve([], environment: ["AUDIO_BRIDGE_INTERRUPTION_WINDOW": "2.5"])
+        #expect(fromEnvironment.bridge.interruptionWindow == .milliseconds(2500))
+        await #expect(throws: (any Error).self) { try await resolve(["--interruption-window", "-3"]) }
     }
 
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheFile() async throws {

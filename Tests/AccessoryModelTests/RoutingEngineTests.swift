@@ -461,3 +461,118 @@ extension RoutingEngineTests {
         #expect(h.place(headphones, .offHead) == [], "the device says it moved to the earbuds")
     }
 }
+
+/// Rule 11, one test per row of the README's table: what a call displaced comes back when the call ends, as Apple's
+/// "Playing audio" guidance has it for a resumable interruption; a nonresumable one brings nothing back.
+@Suite struct InterruptionTests {
+    let phone = Fixture.phone
+    let laptop = Fixture.laptop
+    let headphones = Fixture.headphones
+
+    /// Headphones worn, connected to the phone (primary) and the laptop (secondary); the phone plays media on them;
+    /// then a call starts on the laptop and takes them. Returns the PAUSE that stopped the phone.
+    func callOnTheLaptopDisplacingMedia(_ h: inout RoutingHarness) throws -> SwitchCommand {
+        h.source(phone, .media)
+        h.register(headphones, placement: .inEar, sources: [phone, laptop])
+        #expect(h.engine.routes == [phone: headphones])
+        #expect(h.source(laptop, .call) == [
+            .pause(phone, headphones, .sourceActivated), .route(laptop, headphones, .sourceActivated),
+        ])
+        return try #require(h.log.first { $0.action == .pause })
+    }
+
+    @Test func theCallEndsAndTheMediaComesBack() throws {
+        var h = RoutingHarness()
+        let pause = try callOnTheLaptopDisplacingMedia(&h)
+        // The phone, paused, says so (after applying the PAUSE).
+        h.engine.sourceReported(SourceReport(activity: .idle, lastCommandSequence: pause.sequence), from: phone, at: h.now)
+        #expect(h.source(laptop, .idle) == [
+            .release(laptop, headphones, .interruptionEnded), .route(phone, headphones, .interruptionEnded),
+            .resume(phone, headphones, .interruptionEnded),
+        ])
+        #expect(h.engine.routes == [phone: headphones])
+    }
+
+    @Test func theCallingDeviceDisconnectsAndTheMediaComesBack() throws {
+        var h = RoutingHarness()
+        _ = try callOnTheLaptopDisplacingMedia(&h)
+        #expect(h.connect(headphones, [phone]) == [
+            .pause(laptop, headphones, .sourceDisconnected), .route(phone, headphones, .interruptionEnded),
+            .resume(phone, headphones, .interruptionEnded),
+        ])
+    }
+
+    @Test func takenOffDuringTheCallNothingComesBack() throws {
+        var h = RoutingHarness()
+        _ = try callOnTheLaptopDisplacingMedia(&h)
+        #expect(h.place(headphones, .offHead) == [.pause(laptop, headphones, .takenOff)])
+        #expect(h.source(laptop, .idle) == [])
+        // Put back on: rule 4 as always (the paused call, within the resume window, comes back with its pause).
+        #expect(h.place(headphones, .inEar).allSatisfy { $0.reason == .putOn })
+    }
+
+    @Test func pausedOnTheDeviceDuringTheCallNothingComesBack() throws {
+        var h = RoutingHarness()
+        let pause = try callOnTheLaptopDisplacingMedia(&h)
+        // The person paused the phone before the bridge's PAUSE reached it.
+        h.engine.sourceReported(
+            SourceReport(activity: .idle, lastCommandSequence: pause.sequence - 1), from: phone, at: h.now)
+        #expect(h.source(laptop, .idle) == [.release(laptop, headphones, .interruptionEnded)])
+    }
+
+    @Test func theDisplacedDevicePlaysSomethingItselfNothingComesBack() throws {
+        var h = RoutingHarness()
+        let pause = try callOnTheLaptopDisplacingMedia(&h)
+        h.engine.sourceReported(SourceReport(activity: .idle, lastCommandSequence: pause.sequence), from: phone, at: h.now)
+        h.source(phone, .media)  // a new playlist, on its speaker: media never takes a call's accessory
+        #expect(h.source(laptop, .idle) == [
+            .release(laptop, headphones, .interruptionEnded),
+        ])
+    }
+
+    @Test func theDisplacedDeviceDisconnectedNothingComesBack() throws {
+        var h = RoutingHarness()
+        _ = try callOnTheLaptopDisplacingMedia(&h)
+        #expect(h.connect(headphones, [laptop]) == [])
+        #expect(h.source(laptop, .idle) == [.release(laptop, headphones, .interruptionEnded)])
+    }
+
+    @Test func aCallLongerThanTheWindowBringsNothingBack() throws {
+        var h = RoutingHarness()
+        _ = try callOnTheLaptopDisplacingMedia(&h)
+        h.advance(.seconds(301))
+        #expect(h.source(laptop, .idle) == [.release(laptop, headphones, .interruptionEnded)])
+    }
+
+    @Test func aCallOnTheDevicePlayingMediaIsTheDevicesOwnBusiness() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .inEar, sources: [phone, laptop])
+        #expect(h.source(phone, .call) == [], "the phone's call goes where its media was")
+        #expect(h.source(phone, .idle) == [], "and the phone resumes its own media, if it wants")
+        #expect(h.engine.routes == [phone: headphones])
+    }
+
+    @Test func aSecondCallDuringTheFirstHandsBackToTheFirstThenNothing() throws {
+        var h = RoutingHarness()
+        _ = try callOnTheLaptopDisplacingMedia(&h)
+        // The phone, paused, takes a call itself: the newer call takes the headphones; its media will not come back.
+        #expect(h.source(phone, .call) == [
+            .pause(laptop, headphones, .sourceActivated), .route(phone, headphones, .sourceActivated),
+        ])
+        // The phone's call ends: the laptop's call, still on hold, comes back.
+        #expect(h.source(phone, .idle) == [
+            .release(phone, headphones, .interruptionEnded), .route(laptop, headphones, .interruptionEnded),
+            .resume(laptop, headphones, .interruptionEnded),
+        ])
+        // The laptop's call ends: the phone's media had been replaced by its own call; nothing comes back.
+        #expect(h.source(laptop, .idle) == [.release(laptop, headphones, .interruptionEnded)])
+    }
+
+    @Test func aCallThatDisplacedNothingLeavesNothingToResume() {
+        var h = RoutingHarness()
+        h.register(headphones, placement: .inEar, sources: [phone, laptop])
+        #expect(h.source(laptop, .call) == [.route(laptop, headphones, .sourceActivated)])
+        #expect(h.source(laptop, .idle) == [])
+    }
+}

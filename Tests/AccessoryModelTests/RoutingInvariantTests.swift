@@ -33,6 +33,7 @@ import TestSupport
         var lastSequence: [BluetoothAddress: UInt64] = [:]  // of commands, per source
         var reportSequence: [BluetoothAddress: UInt64] = [:]
         var commandIDs = Set<String>()
+        var displaced = Set<String>()  // "source accessory" pairs rule 6 paused: what rule 11 may bring back
 
         for id in Self.accessoryIDs {
             h.register(id, capabilities: [.all, .audioSwitching].randomElement(using: &random)!, placement: .offHead)
@@ -50,7 +51,7 @@ import TestSupport
                 h.tick()
             }
             let context = Comment(rawValue: "seed \(seed) step \(step): \(event)\ncommands: \(h.last.commands)")
-            Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence,
+            Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence, displaced: &displaced,
                 commandIDs: &commandIDs, context)
         }
     }
@@ -105,7 +106,8 @@ import TestSupport
 
     static func checkInvariants(
         _ h: RoutingHarness, after event: Event, inForce: inout [BluetoothAddress: AccessoryID],
-        lastSequence: inout [BluetoothAddress: UInt64], commandIDs: inout Set<String>, _ context: Comment
+        lastSequence: inout [BluetoothAddress: UInt64], displaced: inout Set<String>, commandIDs: inout Set<String>,
+        _ context: Comment
     ) {
         // Rule 3: a source routes to at most one accessory; an accessory from at most one source.
         let routes = h.engine.routes
@@ -143,6 +145,13 @@ import TestSupport
                     && previous?.accessoryID == command.accessoryID, "RESUME follows its ROUTE; \(context)")
             }
 
+            // Rule 11: nothing is resumed that a call did not displace.
+            let pair = "\(command.source) \(command.accessoryID)"
+            if command.action == .pause, command.reason == .sourceActivated { displaced.insert(pair) }
+            if command.reason == .interruptionEnded, command.action != .release {
+                #expect(displaced.contains(pair), "an interruption ended for what was never displaced; \(context)")
+            }
+
             // Every command's reason matches its rule.
             let engine = h.engine
             #expect(reasonMatchesRule(command, at: index, of: commands, after: event, activity: engine.activity(of:)),
@@ -159,7 +168,15 @@ import TestSupport
         case .tick:
             return false  // time alone never issues commands
         case .source(let source, _):
-            // Rule 6 only. A call never loses its accessory to media.
+            // Rule 11: the reporting source's call ended: it is released, and what it displaced comes back.
+            if command.reason == .interruptionEnded {
+                switch command.action {
+                case .release: return command.source == source && activity(source) == .idle
+                case .routeToAccessory, .resume: return command.source != source
+                case .pause: return false
+                }
+            }
+            // Rule 6 otherwise. A call never loses its accessory to media.
             guard command.reason == .sourceActivated else { return false }
             switch command.action {
             case .routeToAccessory: return command.source == source
@@ -185,6 +202,8 @@ import TestSupport
             case (.routeToAccessory, .sourceDisconnected):
                 return routedWasDisconnected && after.isWorn && listed && activity(command.source).isActive
             case (.routeToAccessory, .putOn), (.resume, .putOn): return !wasWorn && after.isWorn && listed
+            case (.routeToAccessory, .interruptionEnded), (.resume, .interruptionEnded):
+                return routedWasDisconnected && after.isWorn && listed
             case (.routeToAccessory, .sourceActivated):
                 return wasWorn && after.isWorn && listed && !(before?.sources.contains(command.source) ?? false)
                     && activity(command.source).isActive

@@ -151,7 +151,7 @@ enum WireSamples {
         $0.sequence = 8
         $0.accessoryID = accessoryID
         $0.action = .routeToAccessory
-        $0.reason = .sourceActivated
+        $0.reason = .interruptionEnded
         $0.issuedAtUnixMs = 1_763_790_000_123
     }
 

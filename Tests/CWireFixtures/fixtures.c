@@ -230,7 +230,7 @@ static size_t pack_switch_command(uint8_t *out, size_t capacity) {
     command.sequence = 8;
     command.accessory_id = (char *)ACCESSORY_ID;
     command.action = AUDIOACCESSORY__V1__ACTION__ACTION_ROUTE_TO_ACCESSORY;
-    command.reason = AUDIOACCESSORY__V1__REASON__REASON_SOURCE_ACTIVATED;
+    command.reason = AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED;
     command.issued_at_unix_ms = INT64_C(1763790000123);
     PACK_CHECKED(audioaccessory__v1__switch_command, &command);
 }

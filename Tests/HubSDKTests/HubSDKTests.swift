@@ -183,6 +183,8 @@ import Glibc
                 properties: MQTTProperties(correlationData: request.properties.correlationData)))
         }
         try await standIn.waitUntilConnected()
+        // Its subscription is in place once the broker logs it: the hub's first request must not go unheard.
+        try await broker.waitForLog("stand-in 1 audio/hubs/+/accessories/+/telemetry")
         let hub = try TestHub("sdk-stand-in", broker: broker, timeoutMs: 5000)
         let done = try await hub.perform { audiohub_placement($0, "anything", AUDIOHUB_PLACEMENT_ON_HEAD, $1, $2) }
         #expect(done.status == AUDIOHUB_ERR_SUCCESS.rawValue && done.error == error)

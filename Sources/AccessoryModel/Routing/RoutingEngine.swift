@@ -27,6 +27,12 @@
 ///    the device's reported `routed_accessory_id`, and a ROUTE to the accessory a device already has, or a PAUSE or
 ///    RELEASE off an accessory the device is not routed to, is not sent.
 /// 10. Every command has a unique id, a per-source increasing sequence and the reason of its rule.
+/// 11. **An interruption ends**: when a call that displaced media (or an earlier call) on a worn accessory ends — its
+///     source goes idle or disconnects — while the accessory is still worn and nothing newer claimed it, the call's
+///     source is released and the displaced source routed back and resumed (``SwitchCommand/Reason/interruptionEnded``).
+///     Nothing is resumed when the accessory was taken off meanwhile, another source was routed to it, the displaced
+///     source disconnected, played something itself or was paused on the device, or more than the interruption
+///     window passed.
 ///
 /// A command the bridge could not send (``commandNotSent(_:)``) no longer counts as in force, and is owed: the next
 /// ``reconcile(at:)`` (when the broker connection is back) sends it again if it still agrees with the routes.
@@ -39,9 +45,12 @@ public struct RoutingEngine: Sendable {
     public struct Policy: Hashable, Sendable {
         /// How long after rule 5 paused a source putting the accessory back on also resumes it (rule 4).
         public var resumeWindow: Duration = .seconds(15)
+        /// How long after a call displaced a source its end still brings that source back (rule 11).
+        public var interruptionWindow: Duration = .seconds(300)
 
-        public init(resumeWindow: Duration = .seconds(15)) {
+        public init(resumeWindow: Duration = .seconds(15), interruptionWindow: Duration = .seconds(300)) {
             self.resumeWindow = resumeWindow
+            self.interruptionWindow = interruptionWindow
         }
     }
 
@@ -55,6 +64,8 @@ public struct RoutingEngine: Sendable {
     public let commandSequenceBase: UInt64
     /// `policy.resumeWindow` in milliseconds, converted once (see ``Timestamp/advanced(byMilliseconds:)``).
     private let resumeWindow: Int64
+    /// `policy.interruptionWindow` in milliseconds.
+    private let interruptionWindow: Int64
 
     // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
     // to them by slot. An entry that is no longer needed is removed by moving the last one into its slot.
@@ -68,6 +79,8 @@ public struct RoutingEngine: Sendable {
     private var highestCommandSequence: UInt64
     /// Sources owed a command that could not be sent.
     private var owing: Set<BluetoothAddress> = []
+    /// Rule 11's memory: per accessory, the sources calls displaced from it, oldest first. Only while calls last.
+    private var interruptions: [AccessoryID: [Interruption]] = [:]
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
         self.policy = policy
@@ -75,6 +88,7 @@ public struct RoutingEngine: Sendable {
         self.commandSequenceBase = commandSequenceBase
         self.highestCommandSequence = commandSequenceBase
         self.resumeWindow = policy.resumeWindow.wholeMilliseconds
+        self.interruptionWindow = policy.interruptionWindow.wholeMilliseconds
     }
 
     // MARK: - Queries
@@ -142,7 +156,9 @@ public struct RoutingEngine: Sendable {
                 unroute(source, from: slot, with: .release, reason: reason, at: now, into: &output)
             } else if !view.sources.contains(address) {
                 unroute(source, from: slot, with: .pause, reason: .sourceDisconnected, at: now, into: &output)
-                if isWorn, let other = bestCandidate(of: slot, at: now, where: { sources[$0].routedAccessory == nil }) {
+                if isWorn, !endInterruption(on: slot, by: address, at: now, into: &output),
+                    let other = bestCandidate(of: slot, at: now, where: { sources[$0].routedAccessory == nil })
+                {
                     route(other, to: slot, reason: .sourceDisconnected, at: now, into: &output)
                 }
             } else if !isWorn {
@@ -164,6 +180,10 @@ public struct RoutingEngine: Sendable {
             }
         } else if !isWorn {
             accessories[slot].wornSince = nil
+        }
+        if !isWorn {
+            // Taken off (or out of routing): what a call interrupted is not resumed (rules 5 and 11).
+            interruptions[view.id] = nil
         }
         output.routedSource = accessories[slot].routedSource.map { sources[$0].address }
         if !view.takesPart {
@@ -200,6 +220,14 @@ public struct RoutingEngine: Sendable {
             sources[source].inForce = reported
         }
         let activity = sources[source].activity
+        noteReportOfDisplaced(source, report, before: before)
+        if before == .call, activity == .idle, let accessory = sources[source].routedAccessory,
+            interruptions[accessories[accessory].view.id]?.last?.by == address
+        {
+            // Rule 11: the call ended where it had displaced something.
+            unroute(source, from: accessory, with: .release, reason: .interruptionEnded, at: now, into: &output)
+            endInterruption(on: accessory, by: address, at: now, into: &output)
+        }
         let becameActive = activity.isActive && activity.priority > before.priority
         if becameActive {
             sources[source].activeSince = now
@@ -370,7 +398,16 @@ public struct RoutingEngine: Sendable {
         if let displaced = accessories[target].routedSource {
             // Media never takes an accessory from a call.
             guard sources[source].activity == .call || sources[displaced].activity != .call else { return }
-            unroute(displaced, from: target, with: .pause, reason: .sourceActivated, at: now, into: &output)
+            let activity = sources[displaced].activity
+            if unroute(displaced, from: target, with: .pause, reason: .sourceActivated, at: now, into: &output),
+                sources[source].activity == .call, activity.isActive
+            {
+                // Rule 11: remember what the call interrupted, and the PAUSE that stopped it.
+                interruptions[accessories[target].view.id, default: []].append(
+                    Interruption(
+                        displaced: sources[displaced].address, activity: activity, by: sources[source].address,
+                        pausedWith: sources[displaced].lastIssued, at: now))
+            }
         }
         route(source, to: target, reason: .sourceActivated, at: now, into: &output)
     }
@@ -434,6 +471,10 @@ public struct RoutingEngine: Sendable {
             output.noteRerouted(accessories[previous].view.id)
         }
         let id = accessories[accessory].view.id
+        if reason != .interruptionEnded, let last = interruptions[id]?.last, last.by != sources[source].address {
+            // Another source claimed the accessory: nothing is resumed when the call ends (rule 11).
+            interruptions[id] = nil
+        }
         sources[source].routedAccessory = accessory
         accessories[accessory].routedSource = source
         output.noteRerouted(id)
@@ -458,6 +499,65 @@ public struct RoutingEngine: Sendable {
         sources[source].inForce = nil
         issue(action, to: source, accessory: id, reason: reason, at: now, into: &output)
         return true
+    }
+
+    /// Rule 11: the call by `caller` on `accessory` ended (its source went idle, and was released, or disconnected).
+    /// Routes back and resumes the latest source the calls displaced that can still come back, when the accessory
+    /// is worn and free; earlier interruptions stay behind it. Returns whether it did.
+    @discardableResult
+    private mutating func endInterruption(
+        on accessory: Int, by caller: BluetoothAddress, at now: Timestamp, into output: inout RoutingOutput
+    ) -> Bool {
+        let id = accessories[accessory].view.id
+        guard var stack = interruptions[id], stack.last?.by == caller else { return false }
+        interruptions[id] = nil
+        guard accessories[accessory].view.isWorn, accessories[accessory].routedSource == nil else { return false }
+        while let entry = stack.popLast() {
+            guard let source = sourceSlots[entry.displaced], canResume(entry, source, on: accessory, at: now) else {
+                continue
+            }
+            if !stack.isEmpty { interruptions[id] = stack }
+            route(source, to: accessory, reason: .interruptionEnded, at: now, into: &output)
+            issue(.resume, to: source, accessory: id, reason: .interruptionEnded, at: now, into: &output)
+            return true
+        }
+        return false
+    }
+
+    /// Whether what a call displaced can come back now (rule 11).
+    private func canResume(_ entry: Interruption, _ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
+        entry.resumable && now <= entry.at.advanced(byMilliseconds: interruptionWindow)
+            && accessories[accessory].view.sources.contains(entry.displaced) && sources[source].routedAccessory == nil
+            && (entry.activity != .call || sources[source].activity == .call)
+    }
+
+    /// Rule 11: what a displaced source's report says about resuming it. Media that plays again by itself, or that
+    /// went idle before the bridge's PAUSE reached it (the person paused it), and a call that ended, do not come back.
+    private mutating func noteReportOfDisplaced(
+        _ source: Int, _ report: SourceReport, before: Activity
+    ) {
+        let address = sources[source].address
+        for accessory in sources[source].listedBy {
+            let id = accessories[accessory].view.id
+            guard let stack = interruptions[id], stack.contains(where: { $0.displaced == address }) else { continue }
+            interruptions[id] = stack.map { entry in
+                guard entry.displaced == address else { return entry }
+                var entry = entry
+                let activity = sources[source].activity
+                switch entry.activity {
+                case .call:
+                    if activity == .idle { entry.resumable = false }
+                default:
+                    // Playing again after it stopped, or something else (a call of its own).
+                    let playsItself = activity.isActive && (!before.isActive || activity != entry.activity)
+                    let pausedOnDevice =
+                        activity == .idle && report.lastCommandSequence != 0
+                        && report.lastCommandSequence < entry.pausedWith
+                    if playsItself || pausedOnDevice { entry.resumable = false }
+                }
+                return entry
+            }
+        }
     }
 
     private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
@@ -506,6 +606,7 @@ public struct RoutingEngine: Sendable {
         precondition(accessories[slot].routedSource == nil, "an accessory is unrouted before it is forgotten")
         updateListings(of: slot, from: accessories[slot].view.sources, to: [])
         accessorySlots[accessories[slot].view.id] = nil
+        interruptions[accessories[slot].view.id] = nil
         let last = accessories.count - 1
         if slot != last {
             let moved = accessories[last]
@@ -582,6 +683,20 @@ extension RoutingEngine {
             self.address = address
             self.commandSequence = commandSequence
         }
+    }
+
+    /// A source a call displaced from an accessory (rule 11).
+    struct Interruption: Sendable {
+        var displaced: BluetoothAddress
+        /// What the displaced source was doing.
+        var activity: Activity
+        /// The source of the call.
+        var by: BluetoothAddress
+        /// The sequence of the PAUSE that stopped the displaced source.
+        var pausedWith: UInt64
+        var at: Timestamp
+        /// Whether it may still come back (its reports can rule that out).
+        var resumable = true
     }
 
     struct PausedPlayback: Sendable {

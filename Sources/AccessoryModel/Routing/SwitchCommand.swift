@@ -35,6 +35,8 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
         case sourceDisconnected
         /// Rule 8: the accessory was unpaired, re-paired or invalidated.
         case registrationEnded
+        /// Rule 11: a call ended; what it displaced is routed back and resumed (the call's source is released).
+        case interruptionEnded
 
         public var description: String {
             switch self {
@@ -44,6 +46,7 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
             case .sourceActivated: "SOURCE_ACTIVATED"
             case .sourceDisconnected: "SOURCE_DISCONNECTED"
             case .registrationEnded: "REGISTRATION_ENDED"
+            case .interruptionEnded: "INTERRUPTION_ENDED"
             }
         }
     }

@@ -247,6 +247,10 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
 
   /// Rule 8: the accessory was unpaired, re-paired or its registration invalidated; its source is released.
   case registrationEnded // = 6
+
+  /// Rule 11: a call that displaced media (or an earlier call) ended while the accessory was still worn: the
+  /// call's source is released, and the displaced source routed back and resumed.
+  case interruptionEnded // = 7
   case UNRECOGNIZED(Int)
 
   init() {
@@ -262,6 +266,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     case 4: self = .sourceActivated
     case 5: self = .sourceDisconnected
     case 6: self = .registrationEnded
+    case 7: self = .interruptionEnded
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -275,6 +280,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     case .sourceActivated: return 4
     case .sourceDisconnected: return 5
     case .registrationEnded: return 6
+    case .interruptionEnded: return 7
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -288,6 +294,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     .sourceActivated,
     .sourceDisconnected,
     .registrationEnded,
+    .interruptionEnded,
   ]
 
 }
@@ -441,7 +448,7 @@ nonisolated extension Audioaccessory_V1_Action: SwiftProtobuf._ProtoNameProvidin
 }
 
 nonisolated extension Audioaccessory_V1_Reason: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0\u{1}REASON_INTERRUPTION_ENDED\0")
 }
 
 nonisolated extension Audioaccessory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {

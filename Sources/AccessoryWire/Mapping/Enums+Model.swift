@@ -136,6 +136,7 @@ extension Audioaccessory_V1_Reason {
         case .sourceActivated: self = .sourceActivated
         case .sourceDisconnected: self = .sourceDisconnected
         case .registrationEnded: self = .registrationEnded
+        case .interruptionEnded: self = .interruptionEnded
         }
     }
 
@@ -148,6 +149,7 @@ extension Audioaccessory_V1_Reason {
         case .sourceActivated: .sourceActivated
         case .sourceDisconnected: .sourceDisconnected
         case .registrationEnded: .registrationEnded
+        case .interruptionEnded: .interruptionEnded
         case .unspecified: throw .invalidRequest(reason: "\(field) is REASON_UNSPECIFIED")
         case .UNRECOGNIZED(let raw): throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Reason")
         }

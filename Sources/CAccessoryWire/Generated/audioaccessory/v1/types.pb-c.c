@@ -259,7 +259,7 @@ const ProtobufCEnumDescriptor audioaccessory__v1__action__descriptor =
   audioaccessory__v1__action__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_number[7] =
+static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_number[8] =
 {
   { "REASON_UNSPECIFIED", "AUDIOACCESSORY__V1__REASON__REASON_UNSPECIFIED", 0 },
   { "REASON_ACCESSORY_INELIGIBLE", "AUDIOACCESSORY__V1__REASON__REASON_ACCESSORY_INELIGIBLE", 1 },
@@ -268,13 +268,15 @@ static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_numbe
   { "REASON_SOURCE_ACTIVATED", "AUDIOACCESSORY__V1__REASON__REASON_SOURCE_ACTIVATED", 4 },
   { "REASON_SOURCE_DISCONNECTED", "AUDIOACCESSORY__V1__REASON__REASON_SOURCE_DISCONNECTED", 5 },
   { "REASON_REGISTRATION_ENDED", "AUDIOACCESSORY__V1__REASON__REASON_REGISTRATION_ENDED", 6 },
+  { "REASON_INTERRUPTION_ENDED", "AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED", 7 },
 };
 static const ProtobufCIntRange audioaccessory__v1__reason__value_ranges[] = {
-{0, 0},{0, 7}
+{0, 0},{0, 8}
 };
-static const ProtobufCEnumValueIndex audioaccessory__v1__reason__enum_values_by_name[7] =
+static const ProtobufCEnumValueIndex audioaccessory__v1__reason__enum_values_by_name[8] =
 {
   { "REASON_ACCESSORY_INELIGIBLE", 1 },
+  { "REASON_INTERRUPTION_ENDED", 7 },
   { "REASON_PUT_ON", 2 },
   { "REASON_REGISTRATION_ENDED", 6 },
   { "REASON_SOURCE_ACTIVATED", 4 },
@@ -289,9 +291,9 @@ const ProtobufCEnumDescriptor audioaccessory__v1__reason__descriptor =
   "Reason",
   "Audioaccessory__V1__Reason",
   "audioaccessory.v1",
-  7,
+  8,
   audioaccessory__v1__reason__enum_values_by_number,
-  7,
+  8,
   audioaccessory__v1__reason__enum_values_by_name,
   1,
   audioaccessory__v1__reason__value_ranges,

@@ -108,7 +108,12 @@ typedef enum _Audioaccessory__V1__Reason {
   /*
    * Rule 8: the accessory was unpaired, re-paired or its registration invalidated; its source is released.
    */
-  AUDIOACCESSORY__V1__REASON__REASON_REGISTRATION_ENDED = 6
+  AUDIOACCESSORY__V1__REASON__REASON_REGISTRATION_ENDED = 6,
+  /*
+   * Rule 11: a call that displaced media (or an earlier call) ended while the accessory was still worn: the
+   * call's source is released, and the displaced source routed back and resumed.
+   */
+  AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUDIOACCESSORY__V1__REASON)
 } Audioaccessory__V1__Reason;
 /*
