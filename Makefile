@@ -74,6 +74,14 @@ fuzz: deps
 	    -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1 -artifact_prefix=.build-fuzz/artifacts/ $(FUZZ_ARGS) \
 	    .build-fuzz/corpus .build-fuzz/seeds
 
+## ha-validate: a real Home Assistant (2025.4.4 from PyPI in .build-ha/venv: the first install takes 2 to 3 minutes
+## and 0.8 GB) connected to the broker BROKER (127.0.0.1:1883); after WAIT seconds (20) for MQTT discovery it prints
+## the devices, entities and states HA made of it, and HA's warnings (scripts/ha-validate.sh; more options in ARGS,
+## e.g. ARGS="--screenshot"). A manual validation, not part of `make test`.
+.PHONY: ha-validate
+ha-validate: deps
+	BROKER="$(BROKER)" WAIT="$(WAIT)" scripts/ha-validate.sh $(ARGS)
+
 ## bench-e2e: end to end through ONE mosquitto, the bridge against a bare C relay (Benchmarks/Relay: decode, then
 ## publish a result, a retained state and a command; nothing else), interleaved A B A B over ROUNDS rounds (3): max
 ## throughput and CPU µs per report under a flood of DURATION seconds (10), p50/p99 latency at 50% of the relay's
