@@ -179,3 +179,23 @@ BRIDGE ?= .build/debug/accessory-bridge
 hub-check: hub-sdk
 	scripts/hub-install-check.sh
 	BRIDGE=$(BRIDGE) scripts/hub-leak-check.sh
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The deploy files (deploy/systemd, deploy/container), checked without a container engine or a running systemd.
+
+DEPLOY_APT_PACKAGES := systemd python3-yaml mosquitto mosquitto-clients
+.PHONY: check-deploy
+
+## check-deploy: `systemd-analyze verify` (clean: any message fails) and `systemd-analyze security --offline` (exposure
+## at most 2.0) on deploy/systemd's unit, with and without its credentials drop-in; the env example against
+## `accessory-bridge --help`; compose.yaml's YAML, services and files; deploy/container/mosquitto.conf in a real
+## mosquitto (scripts/check-deploy.sh). Builds the bridge unless BRIDGE=path is given. Not part of `make test`.
+check-deploy: deps
+	@missing=$$(for p in $(DEPLOY_APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:" $$missing; \
+	    $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+	$(if $(filter command line environment,$(origin BRIDGE)),,$(SWIFT) build --product accessory-bridge)
+	BRIDGE=$(BRIDGE) scripts/check-deploy.sh

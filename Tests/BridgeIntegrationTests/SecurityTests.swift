@@ -186,7 +186,7 @@ import Darwin
         try await bridge.stop()
     }
 
-    // MARK: - (4) Home automation reads states and statuses, and nothing else
+    // MARK: - (4) Home automation reads states and statuses, and writes none of them
 
     @Test func homeAutomationReadsStatesAndStatusesOnly() async throws {
         let secure = try await SecureBroker()
@@ -225,9 +225,13 @@ import Darwin
         #expect(try await hub.request(.paired(name: "Marker", model: "", hardwareCapabilities: .all), accessory: "marker").error == .none)
         _ = try await automation.waitForState(of: "marker") { _ in true }
 
+        // Besides those, only what the bridge writes for home automation (its JSON views, events, availability).
         let readable = Set(retained + [Self.stateTopic("marker")])
         let topics = automation.allMessages().map(\.topic)
-        #expect(topics.allSatisfy(readable.contains), "\(topics)")
+        #expect(
+            topics.allSatisfy { topic in
+                readable.contains(topic) || Self.homeAutomationTopics.contains { Self.topic(topic, matches: $0) }
+            }, "\(topics)")
         let states = automation.messages(on: Self.stateTopic("headphones"))
         #expect(!states.contains { $0.payload == forgedState }, "it never got back the state it tried to write")
         let last = try automation.codec.decode(
@@ -238,6 +242,183 @@ import Darwin
 
         for client in [hub, device, automation] { await client.close() }
         try await bridge.stop()
+    }
+
+    // MARK: - (6) Home automation and Home Assistant: the ACL alone
+
+    // These tests need no bridge: each role is a client logged in as its user, and what arrives where is the ACL's
+    // doing. A check that something does NOT arrive first waits for a message the same sender published after it.
+
+    /// What home automation reads besides states and statuses: the bridge writes them for it, and Home Assistant's
+    /// discovery (deploy/mosquitto/acl, "Home automation").
+    static let homeAutomationTopics = [
+        "audio/accessories/+/view", "audio/accessories/+/events", "audio/accessories/+/controls/result",
+        "audio/bridge/view", "audio/bridge/availability", "audio/hubs/+/availability", "homeassistant/#",
+    ]
+
+    static let marker = Array("marker".utf8)
+
+    @Test func homeAutomationWritesItsControlsAndNothingElse() async throws {
+        let secure = try await SecureBroker()
+        // Every role reads all it may.
+        let everything = ["audio/#", "homeassistant/#"]
+        let bridge = try await Client(Self.bridgeUser, on: secure, subscribe: everything)
+        let watcher = try await Client(Self.homeAutomation, on: secure, subscribe: everything)
+        let hub = try await Client(Self.hub1, on: secure, subscribe: everything)
+        let device = try await Client(Self.source1.topicID, on: secure, subscribe: everything)
+        let automation = try await Client(Self.homeAutomation, on: secure)
+
+        // What it may not write, retained so that a newcomer would find it too: what the bridge writes for home
+        // automation, discovery (of the bridge's devices or any other), and the rest of the contract.
+        let forged = Array(#"{"forged": true}"#.utf8)
+        let denied = [
+            "audio/accessories/headphones/view", "audio/accessories/headphones/events",
+            "audio/accessories/headphones/controls/result", "audio/accessories/headphones/state",
+            "audio/bridge/view", "audio/bridge/availability", "audio/bridge/status", "audio/bridge/rebuild/x",
+            "audio/hubs/hub-1/availability", "audio/hubs/hub-1/status", "audio/hubs/hub-1/rebirth",
+            "audio/hubs/hub-1/accessories/headphones/telemetry", "audio/hubs/hub-1/accessories/headphones/result",
+            "audio/hubs/hub-1/responses/x", Topic.sourceState(source: Self.source1).name(under: .default),
+            Self.commandsTopic(Self.source1), "homeassistant/device/forged/config", "homeassistant/sensor/forged/config",
+            "homeassistant/status/x",
+        ]
+        for topic in denied { try automation.publish(topic, forged, retain: true) }
+        // What it may: an accessory's controls, in JSON and in protobuf (switching = SWITCHING_OFF: field 2, value
+        // 2), and Home Assistant's birth message.
+        let controls = "audio/accessories/headphones/controls"
+        let json = Array(#"{"switching": "SWITCHING_OFF", "pinnedSource": "12:34:56:78:9A:BC"}"#.utf8)
+        let protobuf: [UInt8] = [0x10, 0x02]
+        try automation.publish(controls, json, properties: MQTTProperties(contentType: "application/json"))
+        try automation.publish(controls, protobuf, properties: MQTTProperties(contentType: "application/protobuf"))
+        try automation.publish("homeassistant/status", Array("online".utf8))
+        try await automation.sync()
+        // The hub and the device read nothing of home automation's: the bridge sends each a message, after.
+        try bridge.publish("audio/hubs/hub-1/rebirth", Self.marker)
+        try bridge.publish(Self.commandsTopic(Self.source1), Self.marker)
+
+        // The bridge gets the controls and the birth message, and nothing before them.
+        let received = try await bridge.waitForAll(3, where: { _ in true })
+        #expect(received.map(\.topic) == [controls, controls, "homeassistant/status"])
+        #expect(received.map(\.payload) == [json, protobuf, Array("online".utf8)])
+        #expect(received.first?.properties.contentType == "application/json")
+        // Home automation reads its own birth message, and neither its forgeries nor the controls it wrote.
+        _ = try await watcher.waitFor(1, on: "homeassistant/status")
+        #expect(watcher.allMessages().map(\.topic) == ["homeassistant/status"])
+        _ = try await hub.waitFor(1, on: "audio/hubs/hub-1/rebirth")
+        #expect(hub.allMessages().map(\.topic) == ["audio/hubs/hub-1/rebirth"])
+        _ = try await device.waitFor(1, on: Self.commandsTopic(Self.source1))
+        #expect(device.allMessages().map(\.topic) == [Self.commandsTopic(Self.source1)])
+
+        // Nothing was retained: newcomers find nothing before the next birth message.
+        let lateBridge = try await Client(Self.bridgeUser, on: secure, subscribe: everything)
+        let lateWatcher = try await Client(Self.homeAutomation, on: secure, subscribe: everything)
+        try automation.publish("homeassistant/status", Array("online".utf8))
+        for late in [lateBridge, lateWatcher] {
+            _ = try await late.waitFor(1, on: "homeassistant/status")
+            #expect(late.allMessages().map(\.topic) == ["homeassistant/status"], "\(late.user)")
+        }
+        // The bridge, subscribed all along, got that one too, and still nothing else.
+        _ = try await bridge.waitFor(2, on: "homeassistant/status")
+        #expect(bridge.allMessages().map(\.topic) == [controls, controls, "homeassistant/status", "homeassistant/status"])
+
+        for client in [bridge, watcher, hub, device, automation, lateBridge, lateWatcher] { await client.close() }
+    }
+
+    @Test func theBridgeWritesWhatHomeAutomationReads() async throws {
+        let secure = try await SecureBroker()
+        let everything = ["audio/#", "homeassistant/#"]
+        let watcher = try await Client(Self.homeAutomation, on: secure, subscribe: everything)
+        let hub = try await Client(Self.hub1, on: secure, subscribe: everything)
+        let device = try await Client(Self.source1.topicID, on: secure, subscribe: everything)
+        let bridge = try await Client(Self.bridgeUser, on: secure)
+
+        let written: [(topic: String, payload: String, retain: Bool)] = [
+            ("audio/accessories/headphones/view", #"{"worn": true, "placement": "onHead"}"#, true),
+            ("audio/accessories/headphones/events", #"{"action": "ACTION_PAUSE", "reason": "REASON_TAKEN_OFF"}"#, false),
+            ("audio/accessories/headphones/controls/result", #"{"error": "ERROR_CODE_NONE"}"#, false),
+            ("audio/bridge/availability", "online", true),
+            ("audio/hubs/hub-1/availability", "online", true),
+            ("audio/bridge/view", #"{"version": "0.1.0", "accessories": 1}"#, true),
+            ("homeassistant/device/accessory_bridge_headphones/config", #"{"dev": {"ids": ["headphones"]}}"#, true),
+        ]
+        #expect(written.allSatisfy { message in Self.homeAutomationTopics.contains { Self.topic(message.topic, matches: $0) } })
+        for message in written { try bridge.publish(message.topic, Array(message.payload.utf8), retain: message.retain) }
+        // Then one message each for the hub and the device: it reaches them after anything above would have.
+        try bridge.publish("audio/hubs/hub-1/rebirth", Self.marker)
+        try bridge.publish(Self.commandsTopic(Self.source1), Self.marker)
+
+        // Home automation reads them all, in order.
+        let received = try await watcher.waitForAll(written.count, where: { _ in true })
+        #expect(received.map(\.topic) == written.map(\.topic))
+        #expect(received.map { String(decoding: $0.payload, as: UTF8.self) } == written.map(\.payload))
+        // A hub and a device read none of them.
+        _ = try await hub.waitFor(1, on: "audio/hubs/hub-1/rebirth")
+        #expect(hub.allMessages().map(\.topic) == ["audio/hubs/hub-1/rebirth"])
+        _ = try await device.waitFor(1, on: Self.commandsTopic(Self.source1))
+        #expect(device.allMessages().map(\.topic) == [Self.commandsTopic(Self.source1)])
+
+        // A Home Assistant that starts later finds the retained ones, then announces itself: the bridge reads its
+        // birth message, and reads back its own retained discovery (as it does at start-up to clear stale configs).
+        let late = try await Client(Self.homeAutomation, on: secure, subscribe: everything)
+        let bridgeReader = try await Client(Self.bridgeUser, on: secure, subscribe: ["homeassistant/#"])
+        try late.publish("homeassistant/status", Array("online".utf8))
+        let lateMessages = try await late.waitFor(1, on: "homeassistant/status")
+        #expect(lateMessages.count == 1)
+        let retained = late.allMessages().dropLast()
+        #expect(Set(retained.map(\.topic)) == Set(written.filter(\.retain).map(\.topic)))
+        #expect(retained.count == written.filter(\.retain).count)
+        _ = try await bridgeReader.waitFor(1, on: "homeassistant/status")
+        #expect(
+            bridgeReader.allMessages().map(\.topic)
+                == ["homeassistant/device/accessory_bridge_headphones/config", "homeassistant/status"])
+
+        // The bridge's availability connection ("<client-id>-availability"), as a process that dies: its will,
+        // a retained "offline", is published.
+        let password = try #require(secure.passwords[Self.bridgeUser])
+        let availability = try await secure.broker.startSubscriber(
+            topic: "homeassistant/status", count: 1, timeout: .seconds(60), clientID: "accessory-bridge-availability",
+            arguments: [
+                "--cafile", secure.certificates.path + "/ca.crt", "-u", Self.bridgeUser, "-P", password,
+                "--will-topic", "audio/bridge/availability", "--will-payload", "offline", "--will-retain",
+                "--will-qos", "1",
+            ])
+        availability.kill()
+        let states = try await watcher.waitFor(2, on: "audio/bridge/availability")
+        #expect(states.map { String(decoding: $0.payload, as: UTF8.self) } == ["online", "offline"])
+
+        for client in [watcher, hub, device, bridge, late, bridgeReader] { await client.close() }
+    }
+
+    @Test func hubsAndDevicesWriteNoneOfHomeAutomationsTopics() async throws {
+        let secure = try await SecureBroker()
+        let everything = ["audio/#", "homeassistant/#"]
+        let watcher = try await Client(Self.homeAutomation, on: secure, subscribe: everything)
+        let bridge = try await Client(Self.bridgeUser, on: secure, subscribe: everything)
+        let hub = try await Client(Self.hub1, on: secure)
+        let device = try await Client(Self.source1.topicID, on: secure)
+
+        // A device's user name is also a valid hub id: it may not say that "hub" is available either.
+        let topics = [
+            "audio/accessories/headphones/view", "audio/accessories/headphones/events",
+            "audio/accessories/headphones/controls", "audio/accessories/headphones/controls/result",
+            "audio/bridge/view", "audio/bridge/availability", "audio/hubs/hub-1/availability",
+            "audio/hubs/\(Self.source1.topicID)/availability", "homeassistant/status",
+            "homeassistant/device/forged/config",
+        ]
+        let forged = Array(#"{"forged": true}"#.utf8)
+        for client in [hub, device] {
+            for topic in topics { try client.publish(topic, forged, retain: true) }
+        }
+        // Then each says what both readers may read: the hub its status, the device its state.
+        try hub.publish("audio/hubs/hub-1/status", Self.hubStatus(online: true), retain: true)
+        try device.report(.media)
+        let expected: Set = ["audio/hubs/hub-1/status", Topic.sourceState(source: Self.source1).name(under: .default)]
+        for reader in [watcher, bridge] {
+            for topic in expected { _ = try await reader.waitFor(1, on: topic) }
+            #expect(reader.allMessages().count == 2, "\(reader.user): \(reader.allMessages().map(\.topic))")
+            #expect(Set(reader.allMessages().map(\.topic)) == expected)
+        }
+
+        for client in [watcher, bridge, hub, device] { await client.close() }
     }
 
     // MARK: - (5) No anonymous clients, no wrong passwords
@@ -417,6 +598,17 @@ extension SecurityTests {
     static let codec = WireCodec()
 
     static func accessory(_ index: Int) -> String { "acc-\(index)" }
+
+    /// Whether `topic` matches the MQTT filter `filter` ("+" one level, "#" all that follow).
+    static func topic(_ topic: String, matches filter: String) -> Bool {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = filter.split(separator: "/", omittingEmptySubsequences: false)
+        for (index, part) in parts.enumerated() {
+            if part == "#" { return true }
+            guard index < levels.count, part == "+" || part == levels[index] else { return false }
+        }
+        return levels.count == parts.count
+    }
 
     static func hubStatus(online: Bool) -> [UInt8] {
         var status = Audioaccessory_V1_HubStatus()

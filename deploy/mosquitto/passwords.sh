@@ -4,7 +4,7 @@
 #   passwords.sh FILE hub HUB_ID             a hub: the user name is its hub id ("hub-1")
 #   passwords.sh FILE source ADDRESS         a playing device: "12:34:56:78:9A:BC" or "123456789abc" (user 123456789abc)
 #   passwords.sh FILE bridge                 the bridge: user bridge.audio
-#   passwords.sh FILE home-automation        read-only states and statuses: user home.automation
+#   passwords.sh FILE home-automation        home automation and Home Assistant: user home.automation
 #   passwords.sh FILE remove USER            removes a user
 #
 # The password comes from the environment variable MQTT_PASSWORD; without it, a random one is made. Either way it
