@@ -95,10 +95,17 @@ final class InvariantChecker: MessagePublisher {
     }
 
     private func inspect(_ message: MQTTMessage, _ state: inout State) {
+        if message.topic.hasPrefix("homeassistant/device/") {
+            // Home Assistant discovery: retained JSON objects, or empty (a removal).
+            check(message.retain, "a discovery config that is not retained", state, message)
+            check(message.payload.isEmpty || isJSONObject(message.payload), "discovery that is not JSON", state, message)
+            return
+        }
         let format: PayloadFormat
         switch message.properties.contentType {
         case PayloadFormat.json.contentType?: format = .json
         case PayloadFormat.protobuf.contentType?: format = .protobuf
+        case nil where message.payload.isEmpty: format = .json  // a home automation view removed
         default:
             let contentType = String(describing: message.properties.contentType)
             return check(false, "content type \(contentType)", state, message)
@@ -192,9 +199,35 @@ final class InvariantChecker: MessagePublisher {
         case .responses:
             check(false, "a response on a topic no request named", state, message)
 
+        case .accessoryView(let id):
+            check(message.retain, "a view that is not retained", state, message)
+            guard !message.payload.isEmpty else { return }
+            let view = (try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any]
+            check(view?["accessory"] as? String == id.rawValue, "a view of another accessory, or not JSON", state, message)
+
+        case .accessoryEvents:
+            check(!message.retain, "a retained event", state, message)
+            let event = (try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any]
+            check(["route_to_accessory", "pause", "resume", "release"].contains(event?["event_type"] as? String ?? ""),
+                "an event without a known event_type", state, message)
+
+        case .hubAvailability:
+            check(message.retain && ["online", "offline"].contains(String(decoding: message.payload, as: UTF8.self)),
+                "hub availability that is not a retained online/offline", state, message)
+
+        case .bridgeView:
+            check(message.retain && isJSONObject(message.payload), "a bridge view that is not retained JSON", state, message)
+
+        case .controlsResult, .controls, .bridgeAvailability:
+            check(false, "published on a topic it only reads or another connection writes", state, message)
+
         case .telemetry, .hubStatus, .sourceState, .bridgeStatus:
             check(false, "published on a topic the bridge only reads, or the service's own", state, message)
         }
+    }
+
+    private func isJSONObject(_ payload: [UInt8]) -> Bool {
+        (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any]
     }
 
     /// What `read` makes of the message's payload, or a violation: everything the bridge publishes must read back.

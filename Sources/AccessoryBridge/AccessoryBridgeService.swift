@@ -53,8 +53,12 @@ public final class AccessoryBridgeService: Service {
 
     public func run() async throws {
         let root = configuration.topicRoot
-        for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState] {
+        for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState, .controls] {
             try client.subscribe(kind.filter(under: root), qos: .atLeastOnce)
+        }
+        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
+            // Home Assistant's birth message: it needs every device again after it restarts.
+            try client.subscribe("\(prefix)/status", qos: .atLeastOnce)
         }
         logger.info(
             "starting",
@@ -74,10 +78,12 @@ public final class AccessoryBridgeService: Service {
         }
         // From here on the client's network thread owns the processor.
         try client.start(processor)
+        let beacon = try configuration.homeAutomation ? AvailabilityBeacon(configuration: configuration, logger: logger) : nil
         try? await gracefulShutdown()
 
         logger.info("shutting down")
         _ = try? client.publish(offlineStatus())
+        await beacon?.stop()
         await client.close()
     }
 
@@ -102,6 +108,10 @@ public final class AccessoryBridgeService: Service {
         let reader = try MQTTClient(configuration: mqtt, logger: logger)
         try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atLeastOnce)
         try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atLeastOnce)
+        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
+            // This bridge's retained discovery configs: those of accessories that no longer exist are removed.
+            try reader.subscribe(HomeAssistantDiscovery(prefix: prefix, root: root).configFilter, qos: .atLeastOnce)
+        }
         try reader.subscribe(marker, qos: .atLeastOnce)
         try reader.start { collected.receive($0) }
         do {
@@ -148,5 +158,37 @@ struct BridgeStatuses: Sendable {
         return MQTTMessage(
             topic: Topic.bridgeStatus.name(under: root), payload: WireCodec().encode(status, as: format),
             qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
+    }
+}
+
+/// `R/bridge/availability` for home automation: "online" (retained) on a connection of its own, whose will says
+/// "offline" — the bridge's own connection's will is its BridgeStatus, and a connection has one will. Home Assistant's
+/// entities are unavailable whenever this says offline.
+final class AvailabilityBeacon: Sendable {
+    private let client: MQTTClient
+    private let topic: String
+
+    init(configuration: BridgeConfiguration, logger: Logger) throws(MQTTError) {
+        topic = Topic.bridgeAvailability.name(under: configuration.topicRoot)
+        var mqtt = configuration.mqtt
+        mqtt.clientID += "-availability"
+        mqtt.cleanStart = true
+        mqtt.sessionExpiry = nil
+        mqtt.will = Self.message("offline", on: topic)
+        client = try MQTTClient(configuration: mqtt, logger: logger)
+        let (client, topic) = (client, topic)
+        try client.start(onEvent: { event in
+            if case .connected = event { _ = try? client.publish(Self.message("online", on: topic)) }
+        }, onMessage: { _ in })
+    }
+
+    /// Says offline and disconnects (the will is for when the process dies).
+    func stop() async {
+        _ = try? client.publish(Self.message("offline", on: topic))
+        await client.close()
+    }
+
+    private static func message(_ text: String, on topic: String) -> MQTTMessage {
+        MQTTMessage(topic: topic, payload: Array(text.utf8), qos: .atLeastOnce, retain: true)
     }
 }

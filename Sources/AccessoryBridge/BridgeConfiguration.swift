@@ -30,6 +30,12 @@ public struct BridgeConfiguration: Sendable {
     /// How often the timer loop looks for due deadlines at the latest (it sleeps less when one is due sooner).
     public var timerGranularity: Duration = .milliseconds(250)
 
+    /// Whether the bridge publishes what home automation reads: accessory views and switch events in plain JSON,
+    /// hub and bridge availability, the bridge's view.
+    public var homeAutomation = true
+    /// Home Assistant MQTT discovery under this prefix (`homeassistant`); `nil`: none.
+    public var homeAssistantPrefix: String? = "homeassistant"
+
     public init(mqtt: MQTTConfiguration) {
         self.mqtt = mqtt
     }

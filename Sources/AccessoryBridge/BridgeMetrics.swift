@@ -3,7 +3,7 @@ import CoreMetrics
 
 /// The bridge's counters, created once. Labels are bounded: message kinds, error codes, actions — never an id.
 struct BridgeMetrics: Sendable {
-    /// Inbound messages by topic kind (`telemetry`, `hub_status`, `source_state`).
+    /// Inbound messages by topic kind (`telemetry`, `hub_status`, `source_state`, `controls`).
     let received: [String: Counter]
     /// Inbound messages refused before they reached the model, by reason.
     let refused: [Refusal: Counter]
@@ -26,7 +26,7 @@ struct BridgeMetrics: Sendable {
 
     init(factory: any MetricsFactory) {
         received = Dictionary(
-            uniqueKeysWithValues: ["telemetry", "hub_status", "source_state"].map {
+            uniqueKeysWithValues: ["telemetry", "hub_status", "source_state", "controls"].map {
                 ($0, Counter(label: "accessory_bridge_messages_received_total", dimensions: [("kind", $0)], factory: factory))
             })
         refused = Dictionary(

@@ -32,6 +32,11 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private let outbox: Outbox
     /// Published on every (re)connection: the bridge's retained online status.
     private let onlineStatus: MQTTMessage?
+    /// What home automation reads (views, events, availability, Home Assistant discovery); `nil` when turned off.
+    private var homeAutomation: HomeAutomationPublisher?
+    /// When the bridge's view (and the gauges) are next refreshed.
+    private var nextHousekeeping = ContinuousClock.now
+    private static let housekeepingInterval = Duration.seconds(10)
 
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
@@ -48,6 +53,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         outbox = Outbox(
             publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
             metrics: metrics, logger: logger)
+        if configuration.homeAutomation {
+            homeAutomation = HomeAutomationPublisher(
+                outbox: outbox, root: configuration.topicRoot, homeAssistantPrefix: configuration.homeAssistantPrefix)
+        }
         var policy = BridgeStateMachine.Policy()
         policy.accessory.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
         policy.routing.resumeWindow = configuration.resumeWindow
@@ -70,6 +79,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             if let onlineStatus { outbox.publish(onlineStatus) }
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
+            homeAutomation?.connected(core.allStates())
         case .queueDrained:
             logger.info("the outbound queue has room again")
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
@@ -85,17 +95,29 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
-        core.nextDeadline.map { $0 - clock.now }
+        let deadline = core.nextDeadline.map { $0 - clock.now }
+        guard homeAutomation != nil else { return deadline }
+        let housekeeping = nextHousekeeping - ContinuousClock.now
+        return deadline.map { min($0, housekeeping) } ?? housekeeping
     }
 
     public func wake() {
         tick()
+        if ContinuousClock.now >= nextHousekeeping {
+            nextHousekeeping = .now + Self.housekeepingInterval
+            homeAutomation?.bridgeView(core.statistics())
+        }
     }
 
     // MARK: - Inbound
 
     /// Handles one inbound message.
     public func handle(_ message: MQTTMessage) {
+        if homeAutomation?.isHomeAssistantStatus(message.topic) == true {
+            // Home Assistant (re)started: it needs every device again.
+            if message.payload == Array("online".utf8) { homeAutomation?.homeAssistantOnline(core.allStates()) }
+            return
+        }
         let topic: Topic
         do {
             topic = try Topic(parsing: message.topic, under: root)
@@ -116,14 +138,18 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .sourceState(let source):
             metrics.received["source_state"]?.increment()
             sourceState(message, source: source)
-        case .result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus:
+        case .controls(let accessory):
+            metrics.received["controls"]?.increment()
+            controls(message, accessory: accessory)
+        case .result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .controlsResult,
+            .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView:
             logger.debug("ignored a message the bridge does not consume", metadata: ["mqtt.topic": "\(message.topic)"])
         }
     }
 
     private func telemetry(_ message: MQTTMessage, hub: HubID, accessory id: AccessoryID) {
         // Whatever is wrong with the message, the core answers it: it alone knows what this hub may see.
-        var request = Request(message: message, hub: hub, accessory: id, format: defaultFormat)
+        var request = Request(message: message, replyTo: .hub(hub), accessory: id, format: defaultFormat)
         let telemetry: InboundTelemetry
         do {
             request.format = try PayloadFormat.detect(
@@ -144,6 +170,21 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         run(actions, replyingTo: request)
     }
 
+    private func controls(_ message: MQTTMessage, accessory id: AccessoryID) {
+        var request = Request(message: message, replyTo: .controls, accessory: id, format: defaultFormat)
+        let controls: ControlsRequest
+        do {
+            request.format = try format(of: message)
+            controls = try codec.decode(ControlsRequest.self, from: message.payload, format: request.format)
+        } catch {
+            refuse(message, Self.refusal(error), error.reason)
+            run([.answer(.init(.failed(.invalidRequest(reason: error.reason)), state: nil))], replyingTo: request)
+            return
+        }
+        request.requestID = controls.requestID
+        run(core.controls(controls.controls, for: id, at: clock.now), replyingTo: request)
+    }
+
     private func hubStatus(_ message: MQTTMessage, hub: HubID) {
         // An empty payload is a HubStatus with every field at its default: offline (which is also what clearing a
         // hub's retained status should mean).
@@ -156,6 +197,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         logger.info("hub status", metadata: ["hub.id": "\(hub)", "online": "\(status.online)"])
         run(core.hubStatus(hub, online: status.online, at: clock.now), replyingTo: nil)
+        homeAutomation?.hubStatus(hub, online: status.online)
     }
 
     private func sourceState(_ message: MQTTMessage, source: BluetoothAddress) {
@@ -210,7 +252,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             restored.accessories += 1
             return
         default:
-            break
+            if homeAutomation?.retainedMessageSeen(topic: message.topic, payload: message.payload) == true { return }
         }
         restored.skipped += 1
         logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
@@ -225,10 +267,17 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     // MARK: - Running actions
 
-    /// The telemetry being answered: where its answer goes and in which format.
+    /// The request being answered: where its answer goes and in which format.
     private struct Request {
+        enum ReplyTo {
+            /// Telemetry: the hub's result topic (and its response topic).
+            case hub(HubID)
+            /// Controls: the accessory's controls result topic.
+            case controls
+        }
+
         var message: MQTTMessage
-        var hub: HubID
+        var replyTo: ReplyTo
         var accessory: AccessoryID
         var format: PayloadFormat
         var requestID = ""
@@ -242,16 +291,24 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             switch action {
             case .sendCommand(let command):
                 sent = outbox.publishCommand(command)
+                if sent { homeAutomation?.commandSent(command) }
             case .publishState(let state):
                 // A state answers in the format of the request that changed it; others in the default format.
                 let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat
                 sent = outbox.publishState(state, as: format)
+                homeAutomation?.stateChanged(state)
             case .answer(let answer):
                 guard let request else { continue }
                 note(answer, of: request)
-                sent = outbox.publishResult(
-                    answer, hub: request.hub, accessory: request.accessory, requestID: request.requestID,
-                    sequence: request.sequence, format: request.format, replyTo: request.message.properties)
+                switch request.replyTo {
+                case .hub(let hub):
+                    sent = outbox.publishResult(
+                        answer, hub: hub, accessory: request.accessory, requestID: request.requestID,
+                        sequence: request.sequence, format: request.format, replyTo: request.message.properties)
+                case .controls:
+                    sent = outbox.publishControlsResult(
+                        answer, accessory: request.accessory, requestID: request.requestID, format: request.format)
+                }
             case .requestRebirth(let rebirth):
                 metrics.rebirthRequests.increment()
                 logger.warning(
@@ -278,7 +335,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 "request failed",
                 metadata: [
                     "mqtt.topic": "\(request.message.topic)", "accessory.id": "\(request.accessory)",
-                    "hub.id": "\(request.hub)", "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
+                    "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
                 ])
         case .duplicate:
             metrics.duplicates.increment()

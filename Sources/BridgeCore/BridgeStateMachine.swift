@@ -47,6 +47,32 @@ public struct BridgeStateMachine: Sendable {
     /// How many accessories the bridge keeps.
     public var accessoryCount: Int { store.count }
 
+    /// Counts for home automation and metrics; walks every accessory (call it now and then, not per message).
+    public struct Statistics: Hashable, Sendable {
+        public var accessories = 0
+        public var byRegistration: [Registration: Int] = [:]
+        public var worn = 0
+        public var routed = 0
+        public var stale = 0
+    }
+
+    public func statistics() -> Statistics {
+        var statistics = Statistics()
+        for accessory in store.all {
+            statistics.accessories += 1
+            statistics.byRegistration[accessory.registration, default: 0] += 1
+            if RoutingAccessory(accessory).isWorn { statistics.worn += 1 }
+            if accessory.isStale { statistics.stale += 1 }
+        }
+        statistics.routed = routing.routes.count
+        return statistics
+    }
+
+    /// Every accessory's state (to announce them all again), made as it is read.
+    public func allStates() -> some Sequence<AccessoryState> {
+        store.all.lazy.map { AccessoryState($0, routedSource: routing.routedSource(for: $0.id)) }
+    }
+
     /// How many accessories and sources the routing engine keeps (see ``RoutingEngine/footprint``).
     public var routingFootprint: (accessories: Int, sources: Int) { routing.footprint }
 
@@ -91,6 +117,29 @@ public struct BridgeStateMachine: Sendable {
                 .requestRebirth(
                     .init(hub: hub, accessory: id, lastSequence: missing.lowerBound - 1, receivedSequence: sequence)))
         }
+        return actions
+    }
+
+    /// The person's controls of accessory `id`, from home automation (whoever may write the controls topic: the
+    /// broker's ACL decides). Actions: the commands routing issues, the state, the answer, other states whose route
+    /// changed.
+    public mutating func controls(_ controls: AccessoryControls, for id: AccessoryID, at now: Timestamp)
+        -> [BridgeAction]
+    {
+        var machine = self.machine(for: id)
+        let accessory: Accessory
+        do {
+            accessory = try machine.setControls(controls, at: now)
+        } catch {
+            return [.answer(.init(.failed(error), state: nil))]
+        }
+        store.save(accessory)
+        var actions: [BridgeAction] = []
+        let rerouted = route(accessory, at: now, into: &actions)
+        let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
+        actions.append(.publishState(state))
+        actions.append(.answer(.init(.applied, state: state)))
+        publishStates(of: rerouted, except: id, into: &actions)
         return actions
     }
 

@@ -43,6 +43,15 @@ enum Settings {
         @Option(help: "Seconds after a call displaced media during which the call's end resumes the media. (default: 300)")
         var interruptionWindow: Double?
 
+        @Option(help: "The Home Assistant discovery prefix. (default: homeassistant)")
+        var homeassistantPrefix: String?
+
+        @Flag(help: "No Home Assistant discovery (the JSON views and events for home automation stay).")
+        var noHomeassistant = false
+
+        @Flag(help: "Nothing for home automation: no JSON views, switch events, availability or discovery.")
+        var noHomeAutomation = false
+
         @Option(help: "Seconds a declared capability may go unreported before it gets a diagnostic. (default: 30)")
         var diagnosticsGracePeriod: Double?
 
@@ -77,6 +86,9 @@ enum Settings {
             given["key-file"] = keyFile
             given["resume-window"] = resumeWindow.map { "\($0)" }
             given["interruption-window"] = interruptionWindow.map { "\($0)" }
+            given["homeassistant-prefix"] = homeassistantPrefix
+            if noHomeassistant { given["homeassistant"] = "false" }
+            if noHomeAutomation { given["home-automation"] = "false" }
             given["diagnostics-grace-period"] = diagnosticsGracePeriod.map { "\($0)" }
             given["session-expiry"] = sessionExpiry.map { "\($0)" }
             given["payload-format"] = payloadFormat
@@ -151,6 +163,19 @@ enum Settings {
             bridge.diagnosticsGracePeriod = .milliseconds(Int64(seconds * 1000))
         }
         if let seconds = try number("session-expiry") { bridge.sessionExpiry = .milliseconds(Int64(seconds * 1000)) }
+        func flag(_ key: String) throws -> Bool {
+            let text = config.string(forKey: ConfigKey([key]), default: "true").lowercased()
+            guard let value = ["true": true, "1": true, "yes": true, "false": false, "0": false, "no": false][text] else {
+                throw Invalid(description: "\(key) must be true or false, not '\(text)'")
+            }
+            return value
+        }
+        bridge.homeAutomation = try flag("home-automation")
+        let prefix = config.string(forKey: ConfigKey(["homeassistant-prefix"]), default: "homeassistant")
+        guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#") else {
+            throw Invalid(description: "homeassistant-prefix must be a topic prefix without wildcards, not '\(prefix)'")
+        }
+        bridge.homeAssistantPrefix = try flag("homeassistant") ? prefix : nil
         let formatText = config.string(forKey: ConfigKey(["payload-format"]), default: "protobuf")
         guard let format = PayloadFormat(rawValue: formatText) else {
             throw Invalid(description: "payload-format must be protobuf or json, not '\(formatText)'")

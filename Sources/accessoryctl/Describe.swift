@@ -39,6 +39,21 @@ enum Describe {
                 let report = try codec.decode(SourceReport.self, from: payload, format: format)
                 return "source  \(source) \(report.activity.map(\.description) ?? "-")"
                     + (report.routedAccessory.map { " routed to \($0)" } ?? "")
+            case .controls(let accessory):
+                let request = try codec.decode(ControlsRequest.self, from: payload, format: format)
+                let switching = request.controls.automaticSwitching.map { $0 ? "automatic" : "off" } ?? "-"
+                let pin: String =
+                    switch request.controls.pin {
+                    case nil: "-"
+                    case .automatic?: "automatic"
+                    case .source(let source)?: source.description
+                    }
+                return "controls \(accessory) switching \(switching), pinned \(pin)"
+            case .controlsResult(let accessory):
+                let result = try codec.decode(RequestResult.self, from: payload, format: format, at: now)
+                return "result  controls of \(accessory) \(Self.result(result))"
+            case .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView:
+                return "\(topic)  \(String(decoding: payload, as: UTF8.self))"
             case .telemetry(let hub, let accessory):
                 let telemetry = try codec.readTelemetry(from: payload, format: format, for: accessory)
                 let request = (try? telemetry.request.get()).map { "\($0)" } ?? "invalid"

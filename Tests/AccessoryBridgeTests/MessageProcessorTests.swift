@@ -48,6 +48,8 @@ import Testing
     init() {
         var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test"))
         configuration.diagnosticsGracePeriod = .seconds(30)
+        // The contract's messages only: what home automation reads is HomeAutomationTests' subject.
+        configuration.homeAutomation = false
         processor = MessageProcessor(
             configuration: configuration, instanceID: "t", publisher: recorder, clock: clock.wallClock,
             logger: Logger(label: "test"), metrics: metrics)

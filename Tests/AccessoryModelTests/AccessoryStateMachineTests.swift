@@ -460,3 +460,49 @@ import Testing
         #expect(tracker.verdict(for: 2, isBirth: false) == .next)
     }
 }
+
+/// The person's controls (rule 12) on the accessory's state.
+@Suite struct AccessoryControlsStateTests {
+    typealias F = Fixture
+
+    @Test func controlsAreKeptAndOnlyWhatIsGivenChanges() throws {
+        var machine = try AccessoryStateMachineTests.machine(after: [(AccessoryStateMachineTests.pair, F.hubA)])
+        var accessory = try machine.setControls(AccessoryControls(automaticSwitching: false), at: F.at(5))
+        #expect(!accessory.automaticSwitching)
+        #expect(accessory.pinnedSource == nil)
+        #expect(accessory.updatedAt == F.at(5))
+        accessory = try machine.setControls(AccessoryControls(pin: .source(F.phone)), at: F.at(6))
+        #expect(!accessory.automaticSwitching, "left as it was")
+        #expect(accessory.pinnedSource == F.phone)
+        accessory = try machine.setControls(AccessoryControls(automaticSwitching: true, pin: .automatic), at: F.at(7))
+        #expect(accessory.automaticSwitching)
+        #expect(accessory.pinnedSource == nil)
+    }
+
+    @Test func unpairingForgetsTheControls() throws {
+        var machine = try AccessoryStateMachineTests.machine(after: [(AccessoryStateMachineTests.pair, F.hubA)])
+        try machine.setControls(AccessoryControls(automaticSwitching: false, pin: .source(F.phone)), at: F.at(5))
+        try machine.apply(.unpaired, from: F.hubA, at: F.at(6))
+        try machine.apply(AccessoryStateMachineTests.pair, from: F.hubA, at: F.at(7))
+        let accessory = try #require(machine.accessory)
+        #expect(accessory.automaticSwitching)
+        #expect(accessory.pinnedSource == nil)
+    }
+
+    @Test func anAccessoryThatIsNotPairedHasNoControls() throws {
+        var never = AccessoryStateMachine(id: F.headphones)
+        #expect(throws: AccessoryControlError.self) {
+            try never.setControls(AccessoryControls(automaticSwitching: false), at: F.at(1))
+        }
+        var unpaired = try AccessoryStateMachineTests.machine(after: [
+            (AccessoryStateMachineTests.pair, F.hubA), (.unpaired, F.hubA),
+        ])
+        do {
+            try unpaired.setControls(AccessoryControls(automaticSwitching: false), at: F.at(3))
+            Issue.record("controls of an unpaired accessory were accepted")
+        } catch {
+            #expect(error.code == .invalidRequest)
+            #expect(error.reason.contains("not paired"))
+        }
+    }
+}

@@ -576,3 +576,87 @@ extension RoutingEngineTests {
         #expect(h.source(laptop, .idle) == [])
     }
 }
+
+/// Rule 12: the person's controls. AudioAccessoryKit leaves "automatic" vs "when last connected" to the person; home
+/// automation sets it per accessory, and may pin the one source that may play on it.
+@Suite struct ControlsTests {
+    let phone = Fixture.phone
+    let laptop = Fixture.laptop
+    let headphones = Fixture.headphones
+
+    /// Headphones worn, connected to the phone and the laptop, both playing media; the phone (most recent) routed.
+    func bothPlayingPhoneRouted(_ h: inout RoutingHarness) {
+        h.source(laptop, .media)
+        h.advance(.seconds(1))
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        #expect(h.engine.routes == [phone: headphones])
+    }
+
+    @Test func automaticSwitchingOffLetsGoWithoutACommand() {
+        var h = RoutingHarness()
+        bothPlayingPhoneRouted(&h)
+        #expect(h.controls(headphones, automatic: false) == [], "what plays on it goes on playing")
+        #expect(h.last.rerouted == [headphones], "its state shows no route any more")
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.place(headphones, .offHead) == [], "taking them off pauses nothing")
+        #expect(h.place(headphones, .onHead) == [], "putting them on routes nothing")
+        #expect(h.source(laptop, .call) == [], "a call takes nothing")
+        #expect(h.engine.footprint.accessories == 0, "no routing residue")
+    }
+
+    @Test func automaticSwitchingBackOnIsAsIfJustPutOn() {
+        var h = RoutingHarness()
+        bothPlayingPhoneRouted(&h)
+        h.controls(headphones, automatic: false)
+        #expect(h.controls(headphones, automatic: true) == [], "the phone's route is still in force on the device")
+        #expect(h.engine.routes == [phone: headphones])
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+    }
+
+    @Test func automaticSwitchingBackOnRoutesWhatPlaysNow() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        h.controls(headphones, automatic: false)
+        h.source(phone, .idle)
+        h.source(laptop, .media)
+        #expect(h.controls(headphones, automatic: true) == [.route(laptop, headphones, .putOn)])
+    }
+
+    @Test func pinningAnotherSourcePausesTheRoutedOneAndRoutesThePinned() {
+        var h = RoutingHarness()
+        bothPlayingPhoneRouted(&h)
+        #expect(h.controls(headphones, pinned: laptop) == [
+            .pause(phone, headphones, .controlsChanged), .route(laptop, headphones, .controlsChanged),
+        ])
+        #expect(h.engine.routes == [laptop: headphones])
+    }
+
+    @Test func thePinnedSourceIsTheOnlyCandidate() {
+        var h = RoutingHarness()
+        bothPlayingPhoneRouted(&h)
+        #expect(h.controls(headphones, pinned: phone) == [], "the routed source is the pinned one")
+        #expect(h.source(laptop, .call) == [], "a call on another source does not take the accessory")
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+    }
+
+    @Test func aPinnedSourceThatIsNotConnectedLeavesNoCandidateUntilItConnects() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.source(Fixture.tv, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        #expect(h.controls(headphones, pinned: Fixture.tv) == [.pause(phone, headphones, .controlsChanged)])
+        #expect(h.connect(headphones, [phone, Fixture.tv]) == [.route(Fixture.tv, headphones, .sourceActivated)])
+    }
+
+    @Test func unpinningMakesTheOtherSourcesCandidatesAgain() {
+        var h = RoutingHarness()
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone, laptop])
+        h.controls(headphones, pinned: laptop)
+        #expect(h.engine.routes.isEmpty, "the laptop is idle")
+        #expect(h.controls(headphones) == [.route(phone, headphones, .controlsChanged)])
+    }
+}

@@ -28,6 +28,8 @@ struct RoutingHarness {
 
     var engine: RoutingEngine
     var views: [AccessoryID: RoutingAccessory] = [:]
+    /// The source pinned to each accessory (rule 12), kept across changes of its connections.
+    var pins: [AccessoryID: BluetoothAddress] = [:]
     var now = Fixture.start
     /// Every command issued so far, in order.
     var log: [SwitchCommand] = []
@@ -63,9 +65,12 @@ struct RoutingHarness {
 
     @discardableResult
     mutating func connect(_ id: AccessoryID, _ sources: [BluetoothAddress]) -> [Issued] {
-        var view = views[id]!
-        view.sources = SourcePair(sources)
-        return change(view)
+        let view = views[id]!
+        return change(
+            RoutingAccessory(
+                id: id, registration: view.registration, capabilities: view.capabilities, placement: view.placement,
+                sources: SourcePair(sources), isStale: view.isStale, automaticSwitching: view.automaticSwitching,
+                pinnedSource: pins[id]))
     }
 
     @discardableResult
@@ -87,6 +92,17 @@ struct RoutingHarness {
         var view = views[id]!
         view.capabilities = capabilities
         return change(view)
+    }
+
+    /// The person's controls (rule 12): automatic switching and a pinned source.
+    @discardableResult
+    mutating func controls(_ id: AccessoryID, automatic: Bool = true, pinned: BluetoothAddress? = nil) -> [Issued] {
+        let view = views[id]!
+        pins[id] = pinned
+        return change(
+            RoutingAccessory(
+                id: id, registration: view.registration, capabilities: view.capabilities, placement: view.placement,
+                sources: view.connected, isStale: view.isStale, automaticSwitching: automatic, pinnedSource: pinned))
     }
 
     @discardableResult

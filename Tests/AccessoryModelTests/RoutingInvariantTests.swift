@@ -92,14 +92,22 @@ import TestSupport
             after.placement = [nil, .inEar, .onHead, .overTheEar, .offHead, .offHead].randomElement(using: &random)!
         case 40..<70:
             let count = Int.random(in: 0...2, using: &random)
-            after.sources = SourcePair(sourceAddresses.shuffled(using: &random).prefix(count))
+            after.connected = SourcePair(sourceAddresses.shuffled(using: &random).prefix(count))
+            after.sources = after.connected
         case 70..<80:
             after.registration = [.registered, .registered, .registered, .paired, .invalidated, .unpaired]
                 .randomElement(using: &random)!
-        case 80..<90:
+        case 80..<88:
             after.isStale.toggle()
-        default:
+        case 88..<94:
             after.capabilities = [.all, .all, .audioSwitching, .placement].randomElement(using: &random)!
+        default:
+            // Rule 12: the person's controls (a connection change above drops the pin, as if unpinned with it).
+            let pinned = Bool.random(using: &random) ? sourceAddresses.randomElement(using: &random) : nil
+            after = RoutingAccessory(
+                id: id, registration: before.registration, capabilities: before.capabilities,
+                placement: before.placement, sources: before.connected, isStale: before.isStale,
+                automaticSwitching: Int.random(in: 0..<4, using: &random) > 0, pinnedSource: pinned)
         }
         return .accessory(before: before, after: after, routedBefore: h.engine.routedSource(for: id))
     }
@@ -120,6 +128,7 @@ import TestSupport
             let view = h.views[id]
             #expect(view?.isWorn == true, context)
             #expect(view?.sources.contains(source) == true, context)
+            #expect(view?.automaticSwitching == true, "rule 12: off means the engine lets go; \(context)")
         }
 
         let commands = h.last.commands
@@ -140,9 +149,8 @@ import TestSupport
                 #expect(inForce[command.source] == command.accessoryID, context)
                 inForce[command.source] = nil
             case .resume:
-                let previous = index > 0 ? commands[index - 1] : nil
-                #expect(previous?.action == .routeToAccessory && previous?.source == command.source
-                    && previous?.accessoryID == command.accessoryID, "RESUME follows its ROUTE; \(context)")
+                // After its ROUTE, or without one when the device reported that route itself (rule 9).
+                #expect(inForce[command.source] == command.accessoryID, "RESUME where it is routed; \(context)")
             }
 
             // Rule 11: nothing is resumed that a call did not displace.
@@ -186,8 +194,10 @@ import TestSupport
             case .resume, .release: return false
             }
         case .accessory(let before, let after, let routedBefore):
-            guard command.accessoryID == after.id else { return false }
-            let wasWorn = before?.isWorn ?? false
+            // Rule 12: with automatic switching off, nothing at all.
+            guard command.accessoryID == after.id, after.automaticSwitching else { return false }
+            // Turned back on, the accessory is as if just put on.
+            let wasWorn = (before?.isWorn ?? false) && (before?.automaticSwitching ?? true)
             let listed = after.sources.contains(command.source)
             let routedWasDisconnected = routedBefore.map { !after.sources.contains($0) } ?? false
             switch (command.action, command.reason) {
@@ -204,6 +214,12 @@ import TestSupport
             case (.routeToAccessory, .putOn), (.resume, .putOn): return !wasWorn && after.isWorn && listed
             case (.routeToAccessory, .interruptionEnded), (.resume, .interruptionEnded):
                 return routedWasDisconnected && after.isWorn && listed
+            case (.pause, .controlsChanged):
+                return command.source == routedBefore && after.takesPart && !listed
+                    && after.connected.contains(command.source)
+            case (.routeToAccessory, .controlsChanged):
+                return before?.connected == after.connected && after.isWorn && listed
+                    && activity(command.source).isActive
             case (.routeToAccessory, .sourceActivated):
                 return wasWorn && after.isWorn && listed && !(before?.sources.contains(command.source) ?? false)
                     && activity(command.source).isActive

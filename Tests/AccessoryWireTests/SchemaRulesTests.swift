@@ -67,10 +67,12 @@ import Testing
         #expect(enums.isSuperset(of: ["Capability", "Placement", "Activity"]))
         // What hubs and playing devices publish, and everything nested in it.
         let inbound: Set<String> = [
-            "AccessoryTelemetry", "SourceState", "HubStatus",
+            "AccessoryTelemetry", "SourceState", "HubStatus", "AccessoryControls",
             "Paired", "Unpaired", "Register", "Configuration", "PlacementReport", "SourcesReport",
         ]
-        let top = fields.filter { ["AccessoryTelemetry", "SourceState", "HubStatus"].contains($0.message) }
+        let top = fields.filter {
+            ["AccessoryTelemetry", "SourceState", "HubStatus", "AccessoryControls"].contains($0.message)
+        }
         #expect(top.count >= 14, "the parser found the fields")
         #expect(Set(fields.map(\.message)).isSuperset(of: inbound.subtracting(["Unpaired"])))
         // Only the first field of a top-level message can start a payload.

@@ -18,6 +18,13 @@ import Testing
         (.sourceState(source: source), "audio/sources/123456789abc/state"),
         (.sourceCommands(source: source), "audio/sources/123456789abc/commands"),
         (.bridgeStatus, "audio/bridge/status"),
+        (.controls(accessory: accessory), "audio/accessories/Headphones_2/controls"),
+        (.controlsResult(accessory: accessory), "audio/accessories/Headphones_2/controls/result"),
+        (.accessoryView(accessory: accessory), "audio/accessories/Headphones_2/view"),
+        (.accessoryEvents(accessory: accessory), "audio/accessories/Headphones_2/events"),
+        (.hubAvailability(hub: hub), "audio/hubs/hub-1/availability"),
+        (.bridgeAvailability, "audio/bridge/availability"),
+        (.bridgeView, "audio/bridge/view"),
     ]
 
     @Test(arguments: topics)
@@ -35,7 +42,10 @@ import Testing
         let filters = Topic.Kind.allCases.map { $0.filter(under: .default) }
         #expect(filters == [
             "audio/hubs/+/accessories/+/telemetry", "audio/hubs/+/accessories/+/result", "audio/hubs/+/status",
-            "audio/hubs/+/rebirth", "audio/hubs/+/responses/#", "audio/accessories/+/state", "audio/sources/+/state", "audio/sources/+/commands", "audio/bridge/status",
+            "audio/hubs/+/rebirth", "audio/hubs/+/responses/#", "audio/accessories/+/state", "audio/sources/+/state",
+            "audio/sources/+/commands", "audio/bridge/status", "audio/accessories/+/controls",
+            "audio/accessories/+/controls/result", "audio/accessories/+/view", "audio/accessories/+/events",
+            "audio/hubs/+/availability", "audio/bridge/availability", "audio/bridge/view",
         ])
         for (topic, _) in Self.topics {
             #expect(Topic.Kind.allCases.contains(topic.kind))

@@ -133,6 +133,8 @@ enum WireSamples {
         ]
         $0.lastError = .accessoryNotCapable
         $0.lastErrorMessage = "placement .onHead needs the .placement capability"
+        $0.automaticSwitchingOff = true
+        $0.pinnedSource = addressB
     }
 
     // MARK: Bridge <-> playing devices
@@ -153,6 +155,15 @@ enum WireSamples {
         $0.action = .routeToAccessory
         $0.reason = .interruptionEnded
         $0.issuedAtUnixMs = 1_763_790_000_123
+    }
+
+    // MARK: Home automation -> bridge
+
+    /// An `AccessoryControls` turning automatic switching off and pinning a source.
+    static let accessoryControls = Audioaccessory_V1_AccessoryControls.with {
+        $0.switching = .off
+        $0.pinnedSource = "DE:F0:01:23:45:67"
+        $0.requestID = "ha-0001"
     }
 
     // MARK: Birth and death certificates
@@ -197,6 +208,7 @@ enum WireSamples {
         ("hub_status", hubStatus),
         ("bridge_status", bridgeStatus),
         ("rebirth_request", rebirthRequest),
+        ("accessory_controls", accessoryControls),
     ]
 
     /// The sample called `name`, or nil.

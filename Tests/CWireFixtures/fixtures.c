@@ -12,6 +12,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "audioaccessory/v1/controls.pb-c.h"
 #include "audioaccessory/v1/source.pb-c.h"
 #include "audioaccessory/v1/state.pb-c.h"
 #include "audioaccessory/v1/status.pb-c.h"
@@ -93,6 +94,8 @@ static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state,
     state->diagnostics = (char **)DIAGNOSTICS;
     state->last_error = AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_ACCESSORY_NOT_CAPABLE;
     state->last_error_message = "placement .onHead needs the .placement capability";
+    state->automatic_switching_off = 1;
+    state->pinned_source = BINARY(ADDRESS_B);
 }
 
 static size_t pack_telemetry(Audioaccessory__V1__AccessoryTelemetry *telemetry, uint8_t *out,
@@ -259,6 +262,14 @@ static size_t pack_rebirth_request(uint8_t *out, size_t capacity) {
     PACK_CHECKED(audioaccessory__v1__rebirth_request, &request);
 }
 
+static size_t pack_accessory_controls(uint8_t *out, size_t capacity) {
+    Audioaccessory__V1__AccessoryControls controls = AUDIOACCESSORY__V1__ACCESSORY_CONTROLS__INIT;
+    controls.switching = AUDIOACCESSORY__V1__SWITCHING__SWITCHING_OFF;
+    controls.pinned_source = "DE:F0:01:23:45:67";
+    controls.request_id = "ha-0001";
+    PACK_CHECKED(audioaccessory__v1__accessory_controls, &controls);
+}
+
 static const struct {
     const char *name;
     size_t (*pack)(uint8_t *out, size_t capacity);
@@ -277,6 +288,7 @@ static const struct {
     {"hub_status", pack_hub_status},
     {"bridge_status", pack_bridge_status},
     {"rebirth_request", pack_rebirth_request},
+    {"accessory_controls", pack_accessory_controls},
 };
 
 size_t cwf_pack_sample(const char *name, uint8_t *out, size_t capacity) {
@@ -306,6 +318,7 @@ static const ProtobufCMessageDescriptor *const DESCRIPTORS[] = {
     &audioaccessory__v1__hub_status__descriptor,
     &audioaccessory__v1__bridge_status__descriptor,
     &audioaccessory__v1__rebirth_request__descriptor,
+    &audioaccessory__v1__accessory_controls__descriptor,
 };
 #define DESCRIPTOR_COUNT (sizeof(DESCRIPTORS) / sizeof(DESCRIPTORS[0]))
 
@@ -325,6 +338,7 @@ static const char *const MESSAGE_NAMES[] = {
     "audioaccessory.v1.HubStatus",
     "audioaccessory.v1.BridgeStatus",
     "audioaccessory.v1.RebirthRequest",
+    "audioaccessory.v1.AccessoryControls",
 };
 _Static_assert(sizeof(MESSAGE_NAMES) / sizeof(MESSAGE_NAMES[0]) == DESCRIPTOR_COUNT,
                "one name per descriptor");

@@ -172,16 +172,18 @@ public final class MosquittoBroker: Sendable {
 
     // MARK: The real mosquitto_pub and mosquitto_sub
 
-    /// Publishes one message with `mosquitto_pub -V mqttv5`.
+    /// Publishes one message with `mosquitto_pub -V mqttv5` (or the `version` given: `mqttv311` is what Home
+    /// Assistant speaks by default).
     ///
     /// - Parameter properties: More `mosquitto_pub` arguments, such as
     ///   `["-D", "publish", "user-property", "name", "value"]`.
     public func publish(
-        topic: String, message: String, qos: Int = 0, retain: Bool = false, properties: [String] = []
+        topic: String, message: String, qos: Int = 0, retain: Bool = false, version: String = "mqttv5",
+        properties: [String] = []
     ) throws {
         let tool = try Self.findTool("mosquitto_pub", package: "mosquitto-clients")
         var arguments = [
-            "-h", host, "-p", "\(port)", "-V", "mqttv5", "-i", "pub-\(UUID().uuidString.prefix(8))",
+            "-h", host, "-p", "\(port)", "-V", version, "-i", "pub-\(UUID().uuidString.prefix(8))",
             "-t", topic, "-m", message, "-q", "\(qos)",
         ]
         if retain { arguments.append("-r") }

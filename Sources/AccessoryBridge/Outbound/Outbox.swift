@@ -48,6 +48,16 @@ struct Outbox: Sendable {
         return sent
     }
 
+    /// Publishes the answer to a controls request on the accessory's controls result topic.
+    func publishControlsResult(
+        _ answer: BridgeAction.Answer, accessory: AccessoryID, requestID: String, format: PayloadFormat
+    ) -> Bool {
+        metrics.result(answer.result)
+        let result = RequestResult(requestID: requestID, sequence: 0, result: answer.result, state: answer.state)
+        return send(Topic.controlsResult(accessory: accessory), codec.encode(result, as: format), format: format,
+            retain: false)
+    }
+
     /// Asks a hub to send everything about an accessory again.
     func publishRebirthRequest(_ rebirth: BridgeAction.Rebirth) -> Bool {
         let request = RebirthRequest(

@@ -26,6 +26,10 @@ public struct Accessory: Hashable, Sendable {
     public internal(set) var isStale: Bool
     /// Warnings about common integration mistakes, in a stable order.
     public internal(set) var diagnostics: [Diagnostic]
+    /// The person's controls (``AccessoryControls``): whether the bridge switches audio for it on its own
+    /// (AudioAccessoryKit's "automatic"), and the only source it may route to it.
+    public internal(set) var automaticSwitching: Bool
+    public internal(set) var pinnedSource: BluetoothAddress?
 
     /// Creates an accessory in any state, for restoring a state published earlier.
     public init(
@@ -41,7 +45,9 @@ public struct Accessory: Hashable, Sendable {
         updatedAt: Timestamp,
         registeredAt: Timestamp? = nil,
         isStale: Bool = false,
-        diagnostics: [Diagnostic] = []
+        diagnostics: [Diagnostic] = [],
+        automaticSwitching: Bool = true,
+        pinnedSource: BluetoothAddress? = nil
     ) {
         self.id = id
         self.hub = hub
@@ -56,6 +62,8 @@ public struct Accessory: Hashable, Sendable {
         self.registeredAt = registeredAt
         self.isStale = isStale
         self.diagnostics = diagnostics
+        self.automaticSwitching = automaticSwitching
+        self.pinnedSource = pinnedSource
     }
 }
 

@@ -151,6 +151,27 @@ public struct AccessoryStateMachine: Sendable {
         }
     }
 
+    /// The person's controls, from home automation (any hub's accessory: they are the person's, not the hub's).
+    /// Fails when the accessory is not paired; returns the new state.
+    @discardableResult
+    public mutating func setControls(_ controls: AccessoryControls, at now: Timestamp) throws(AccessoryControlError)
+        -> Accessory
+    {
+        guard let accessory, accessory.registration != .unpaired else {
+            throw .invalidRequest(reason: "accessory \(id) is not paired; its controls exist while it is")
+        }
+        if let automatic = controls.automaticSwitching {
+            self.accessory!.automaticSwitching = automatic
+        }
+        switch controls.pin {
+        case nil: break
+        case .automatic?: self.accessory!.pinnedSource = nil
+        case .source(let source)?: self.accessory!.pinnedSource = source
+        }
+        self.accessory!.updatedAt = now
+        return self.accessory!
+    }
+
     /// Records that `hub` went offline or came back. Returns the new state when it changed this accessory.
     public mutating func hubAvailabilityChanged(_ hub: HubID, online: Bool, at now: Timestamp) -> Accessory? {
         guard let accessory, accessory.hub == hub, accessory.isStale == online else { return nil }
@@ -200,6 +221,9 @@ public struct AccessoryStateMachine: Sendable {
         self.accessory!.registration = .unpaired
         self.accessory!.configuration = .empty
         self.accessory!.registeredAt = nil
+        // The person's controls belonged to this pairing.
+        self.accessory!.automaticSwitching = true
+        self.accessory!.pinnedSource = nil
     }
 
     private mutating func register(_ capabilities: Capabilities, hub: HubID, now: Timestamp)

@@ -26,8 +26,9 @@ public enum IdentifierGrammar {
         return count > 0
     }
 
+    /// Whether `byte` may appear in an id.
     @inlinable
-    static func isAllowed(_ byte: UInt8) -> Bool {
+    public static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"):

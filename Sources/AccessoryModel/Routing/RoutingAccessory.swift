@@ -4,20 +4,27 @@ public struct RoutingAccessory: Hashable, Sendable {
     public var registration: Registration
     public var capabilities: Capabilities
     public var placement: Placement?
-    /// The sources the accessory is connected to, primary first (its candidate sources).
+    /// The sources the accessory is connected to, primary first.
+    public var connected: SourcePair
+    /// Its candidate sources: the connected ones, or only the pinned one (rule 12).
     public var sources: SourcePair
     public var isStale: Bool
+    /// The person lets the bridge switch audio for it (rule 12).
+    public var automaticSwitching: Bool
 
     public init(
         id: AccessoryID, registration: Registration, capabilities: Capabilities, placement: Placement? = nil,
-        sources: SourcePair = [], isStale: Bool = false
+        sources: SourcePair = [], isStale: Bool = false, automaticSwitching: Bool = true,
+        pinnedSource: BluetoothAddress? = nil
     ) {
         self.id = id
         self.registration = registration
         self.capabilities = capabilities
         self.placement = placement
-        self.sources = sources
+        self.connected = sources
+        self.sources = pinnedSource.map { sources.contains($0) ? [$0] : [] } ?? sources
         self.isStale = isStale
+        self.automaticSwitching = automaticSwitching
     }
 
     /// The routing view of an accessory's state.
@@ -32,7 +39,8 @@ public struct RoutingAccessory: Hashable, Sendable {
                 secondary: accessory.configuration.secondaryAudioSourceDeviceIdentifier.flatMap {
                     BluetoothAddress(bytes: $0)
                 }),
-            isStale: accessory.isStale)
+            isStale: accessory.isStale, automaticSwitching: accessory.automaticSwitching,
+            pinnedSource: accessory.pinnedSource)
     }
 
     /// Rule 1: only registered accessories with `.audioSwitching`, not stale, take part.

@@ -33,6 +33,10 @@
 ///     Nothing is resumed when the accessory was taken off meanwhile, another source was routed to it, the displaced
 ///     source disconnected, played something itself or was paused on the device, or more than the interruption
 ///     window passed.
+/// 12. **The person's controls**: with automatic switching off, the engine lets go of the accessory without a command
+///     and never routes, pauses or resumes for it; turned back on, the accessory is as if just put on (rule 3). A
+///     pinned source is its only candidate: another one routed to it is paused, and the pinned one routed if active
+///     (``SwitchCommand/Reason/controlsChanged``); unpinned, the other connected sources are candidates again.
 ///
 /// A command the bridge could not send (``commandNotSent(_:)``) no longer counts as in force, and is owed: the next
 /// ``reconcile(at:)`` (when the broker connection is back) sends it again if it still agrees with the routes.
@@ -125,6 +129,13 @@ public struct RoutingEngine: Sendable {
     /// An accessory's state changed (placement, sources, registration, staleness).
     public mutating func accessoryChanged(_ view: RoutingAccessory, at now: Timestamp) -> RoutingOutput {
         var output = RoutingOutput()
+        guard view.automaticSwitching else {
+            // Rule 12: the person switched automatic switching off: the engine lets go of the accessory without a
+            // command (what plays on it goes on playing) and does nothing for it until it is back on.
+            letGo(of: view.id, into: &output)
+            output.nextDeadline = nextDeadline
+            return output
+        }
         let slot: Int
         let previousView: RoutingAccessory?
         if let known = accessorySlots[view.id] {
@@ -155,11 +166,14 @@ public struct RoutingEngine: Sendable {
                     view.registration == .registered ? .accessoryIneligible : .registrationEnded
                 unroute(source, from: slot, with: .release, reason: reason, at: now, into: &output)
             } else if !view.sources.contains(address) {
-                unroute(source, from: slot, with: .pause, reason: .sourceDisconnected, at: now, into: &output)
+                // Rule 7, or rule 12 when the source is still connected but another is pinned.
+                let reason: SwitchCommand.Reason =
+                    view.connected.contains(address) ? .controlsChanged : .sourceDisconnected
+                unroute(source, from: slot, with: .pause, reason: reason, at: now, into: &output)
                 if isWorn, !endInterruption(on: slot, by: address, at: now, into: &output),
                     let other = bestCandidate(of: slot, at: now, where: { sources[$0].routedAccessory == nil })
                 {
-                    route(other, to: slot, reason: .sourceDisconnected, at: now, into: &output)
+                    route(other, to: slot, reason: reason, at: now, into: &output)
                 }
             } else if !isWorn {
                 if unroute(source, from: slot, with: .pause, reason: .takenOff, at: now, into: &output) {
@@ -176,7 +190,10 @@ public struct RoutingEngine: Sendable {
                 !previousSources.contains(sources[$0].address) && sources[$0].routedAccessory == nil
             }
             if let added {
-                route(added, to: slot, reason: .sourceActivated, at: now, into: &output)
+                // A source newly connected (rule 6), or newly allowed by the person's pin (rule 12).
+                let reason: SwitchCommand.Reason =
+                    previousView?.connected == view.connected ? .controlsChanged : .sourceActivated
+                route(added, to: slot, reason: reason, at: now, into: &output)
             }
         } else if !isWorn {
             accessories[slot].wornSince = nil
@@ -599,6 +616,20 @@ public struct RoutingEngine: Sendable {
         for address in new where !old.contains(address) {
             sources[sourceSlot(address)].listedBy.append(accessory)
         }
+    }
+
+    /// Rule 12: forgets `id` without a command. Its route, if any, stays in force on the device (rule 9 keeps
+    /// knowing it), but the engine no longer counts it as its own.
+    private mutating func letGo(of id: AccessoryID, into output: inout RoutingOutput) {
+        guard let slot = accessorySlots[id] else { return }
+        if let source = accessories[slot].routedSource {
+            sources[source].routedAccessory = nil
+            accessories[slot].routedSource = nil
+            output.noteRerouted(id)
+        }
+        let listed = accessories[slot].view.sources
+        removeAccessory(at: slot)
+        for address in listed { pruneSource(address) }
     }
 
     /// Forgets an accessory (it takes no part and has no route), moving the last entry into its slot.

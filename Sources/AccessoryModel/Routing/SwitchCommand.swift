@@ -37,6 +37,8 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
         case registrationEnded
         /// Rule 11: a call ended; what it displaced is routed back and resumed (the call's source is released).
         case interruptionEnded
+        /// Rule 12: the person's controls changed (a pinned source excludes the others).
+        case controlsChanged
 
         public var description: String {
             switch self {
@@ -47,6 +49,7 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
             case .sourceDisconnected: "SOURCE_DISCONNECTED"
             case .registrationEnded: "REGISTRATION_ENDED"
             case .interruptionEnded: "INTERRUPTION_ENDED"
+            case .controlsChanged: "CONTROLS_CHANGED"
             }
         }
     }

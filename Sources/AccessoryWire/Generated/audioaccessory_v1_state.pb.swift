@@ -158,6 +158,18 @@ nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
     set {_uniqueStorage()._lastErrorMessage = newValue}
   }
 
+  /// The person's controls (AccessoryControls): automatic switching is on unless this says off, and only the
+  /// pinned source (6 bytes, or empty: none) is ever routed to the accessory.
+  var automaticSwitchingOff: Bool {
+    get {_storage._automaticSwitchingOff}
+    set {_uniqueStorage()._automaticSwitchingOff = newValue}
+  }
+
+  var pinnedSource: Data {
+    get {_storage._pinnedSource}
+    set {_uniqueStorage()._pinnedSource = newValue}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -230,7 +242,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
 
 nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".AccessoryState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0\u{3}automatic_switching_off\0\u{3}pinned_source\0")
 
   fileprivate class _StorageClass {
     var _accessoryID: String = String()
@@ -247,6 +259,8 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     var _diagnostics: [String] = []
     var _lastError: Audioaccessory_V1_ErrorCode = .unspecified
     var _lastErrorMessage: String = String()
+    var _automaticSwitchingOff: Bool = false
+    var _pinnedSource: Data = Data()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -271,6 +285,8 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       _diagnostics = source._diagnostics
       _lastError = source._lastError
       _lastErrorMessage = source._lastErrorMessage
+      _automaticSwitchingOff = source._automaticSwitchingOff
+      _pinnedSource = source._pinnedSource
     }
   }
 
@@ -303,6 +319,8 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         case 12: try { try decoder.decodeRepeatedStringField(value: &_storage._diagnostics) }()
         case 13: try { try decoder.decodeSingularEnumField(value: &_storage._lastError) }()
         case 14: try { try decoder.decodeSingularStringField(value: &_storage._lastErrorMessage) }()
+        case 15: try { try decoder.decodeSingularBoolField(value: &_storage._automaticSwitchingOff) }()
+        case 16: try { try decoder.decodeSingularBytesField(value: &_storage._pinnedSource) }()
         default: break
         }
       }
@@ -357,6 +375,12 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       if !_storage._lastErrorMessage.isEmpty {
         try visitor.visitSingularStringField(value: _storage._lastErrorMessage, fieldNumber: 14)
       }
+      if _storage._automaticSwitchingOff != false {
+        try visitor.visitSingularBoolField(value: _storage._automaticSwitchingOff, fieldNumber: 15)
+      }
+      if !_storage._pinnedSource.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._pinnedSource, fieldNumber: 16)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -380,6 +404,8 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         if _storage._diagnostics != rhs_storage._diagnostics {return false}
         if _storage._lastError != rhs_storage._lastError {return false}
         if _storage._lastErrorMessage != rhs_storage._lastErrorMessage {return false}
+        if _storage._automaticSwitchingOff != rhs_storage._automaticSwitchingOff {return false}
+        if _storage._pinnedSource != rhs_storage._pinnedSource {return false}
         return true
       }
       if !storagesAreEqual {return false}

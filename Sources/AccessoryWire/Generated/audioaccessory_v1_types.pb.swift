@@ -251,6 +251,10 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
   /// Rule 11: a call that displaced media (or an earlier call) ended while the accessory was still worn: the
   /// call's source is released, and the displaced source routed back and resumed.
   case interruptionEnded // = 7
+
+  /// Rule 12: the person's controls changed: a pinned source excludes the others (the one routed is paused and the
+  /// pinned one, if active, routed).
+  case controlsChanged // = 8
   case UNRECOGNIZED(Int)
 
   init() {
@@ -267,6 +271,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     case 5: self = .sourceDisconnected
     case 6: self = .registrationEnded
     case 7: self = .interruptionEnded
+    case 8: self = .controlsChanged
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -281,6 +286,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     case .sourceDisconnected: return 5
     case .registrationEnded: return 6
     case .interruptionEnded: return 7
+    case .controlsChanged: return 8
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -295,6 +301,7 @@ nonisolated enum Audioaccessory_V1_Reason: SwiftProtobuf.Enum, Swift.CaseIterabl
     .sourceDisconnected,
     .registrationEnded,
     .interruptionEnded,
+    .controlsChanged,
   ]
 
 }
@@ -448,7 +455,7 @@ nonisolated extension Audioaccessory_V1_Action: SwiftProtobuf._ProtoNameProvidin
 }
 
 nonisolated extension Audioaccessory_V1_Reason: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0\u{1}REASON_INTERRUPTION_ENDED\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REASON_UNSPECIFIED\0\u{1}REASON_ACCESSORY_INELIGIBLE\0\u{1}REASON_PUT_ON\0\u{1}REASON_TAKEN_OFF\0\u{1}REASON_SOURCE_ACTIVATED\0\u{1}REASON_SOURCE_DISCONNECTED\0\u{1}REASON_REGISTRATION_ENDED\0\u{1}REASON_INTERRUPTION_ENDED\0\u{1}REASON_CONTROLS_CHANGED\0")
 }
 
 nonisolated extension Audioaccessory_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {

@@ -21,6 +21,8 @@ extension Audioaccessory_V1_AccessoryState {
             lastError = .init(accessory.lastError?.code)
             lastErrorMessage = accessory.lastError?.reason ?? ""
         }
+        automaticSwitchingOff = !accessory.automaticSwitching
+        pinnedSource = accessory.pinnedSource?.data ?? Data()
     }
 
     /// The published form of `state`.
@@ -52,7 +54,8 @@ extension Audioaccessory_V1_AccessoryState {
                 ? nil : AccessoryControlError(lastError.code ?? .unknown, reason: lastErrorMessage),
             updatedAt: updatedAt,
             registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
-            diagnostics: diagnostics.map(Diagnostic.init(description:)))
+            diagnostics: diagnostics.map(Diagnostic.init(description:)), automaticSwitching: !automaticSwitchingOff,
+            pinnedSource: BluetoothAddress(bytes: pinnedSource))
         return AccessoryState(accessory, routedSource: BluetoothAddress(bytes: routedSource))
     }
 }

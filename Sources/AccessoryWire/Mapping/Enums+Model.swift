@@ -137,6 +137,7 @@ extension Audioaccessory_V1_Reason {
         case .sourceDisconnected: self = .sourceDisconnected
         case .registrationEnded: self = .registrationEnded
         case .interruptionEnded: self = .interruptionEnded
+        case .controlsChanged: self = .controlsChanged
         }
     }
 
@@ -150,6 +151,7 @@ extension Audioaccessory_V1_Reason {
         case .sourceDisconnected: .sourceDisconnected
         case .registrationEnded: .registrationEnded
         case .interruptionEnded: .interruptionEnded
+        case .controlsChanged: .controlsChanged
         case .unspecified: throw .invalidRequest(reason: "\(field) is REASON_UNSPECIFIED")
         case .UNRECOGNIZED(let raw): throw .invalidRequest(reason: "\(field) is \(raw), which is not a known Reason")
         }

@@ -66,6 +66,19 @@ extension WireCodec {
         return try valued { () throws(AccessoryControlError) in try message.command(for: source) }
     }
 
+    // MARK: Controls (home automation -> bridge)
+
+    public func encode(_ request: ControlsRequest, as format: PayloadFormat) -> [UInt8] {
+        encode(Audioaccessory_V1_AccessoryControls(request), as: format)
+    }
+
+    public func decode(_: ControlsRequest.Type, from payload: [UInt8], format: PayloadFormat) throws(WireError)
+        -> ControlsRequest
+    {
+        let message = try decode(Audioaccessory_V1_AccessoryControls.self, from: payload, format: format)
+        return try valued { () throws(AccessoryControlError) in try message.request() }
+    }
+
     // MARK: Statuses and rebirth
 
     public func encode(_ status: HubStatus, as format: PayloadFormat) -> [UInt8] {

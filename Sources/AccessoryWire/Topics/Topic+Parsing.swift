@@ -94,6 +94,20 @@ extension Topic {
             return hub(levels, 1).map { .rebirth(hub: $0) }
         case 3 where levels.is(0, "accessories") && levels.is(2, "state"):
             return accessory(levels, 1).map { .accessoryState(accessory: $0) }
+        case 3 where levels.is(0, "accessories") && levels.is(2, "controls"):
+            return accessory(levels, 1).map { .controls(accessory: $0) }
+        case 4 where levels.is(0, "accessories") && levels.is(2, "controls") && levels.is(3, "result"):
+            return accessory(levels, 1).map { .controlsResult(accessory: $0) }
+        case 3 where levels.is(0, "accessories") && levels.is(2, "view"):
+            return accessory(levels, 1).map { .accessoryView(accessory: $0) }
+        case 3 where levels.is(0, "accessories") && levels.is(2, "events"):
+            return accessory(levels, 1).map { .accessoryEvents(accessory: $0) }
+        case 3 where levels.is(0, "hubs") && levels.is(2, "availability"):
+            return hub(levels, 1).map { .hubAvailability(hub: $0) }
+        case 2 where levels.is(0, "bridge") && levels.is(1, "availability"):
+            return .success(.bridgeAvailability)
+        case 2 where levels.is(0, "bridge") && levels.is(1, "view"):
+            return .success(.bridgeView)
         case 3 where levels.is(0, "sources") && levels.is(2, "state"):
             return source(levels, 1).map { .sourceState(source: $0) }
         case 3 where levels.is(0, "sources") && levels.is(2, "commands"):

@@ -12,6 +12,13 @@ import Foundation
 /// | `R/hubs/{hub}/rebirth` | bridge → hub: send everything about an accessory again |
 /// | `R/hubs/{hub}/responses/{name}` | bridge → hub: results on the hub's MQTT 5 response topic (`name`: any levels) |
 /// | `R/accessories/{accessory}/state` | bridge → everyone (retained) |
+/// | `R/accessories/{accessory}/controls` | home automation → bridge: the person's controls |
+/// | `R/accessories/{accessory}/controls/result` | bridge → home automation: the answer |
+/// | `R/accessories/{accessory}/view` | bridge → home automation: the state in plain JSON (retained) |
+/// | `R/accessories/{accessory}/events` | bridge → home automation: switch events in JSON |
+/// | `R/hubs/{hub}/availability` | bridge → home automation: `online` / `offline` (retained) |
+/// | `R/bridge/availability` | bridge → home automation: `online` / `offline` (retained; a will says offline) |
+/// | `R/bridge/view` | bridge → home automation: its version and counts in JSON (retained) |
 /// | `R/sources/{source}/state` | playing device → bridge (retained) |
 /// | `R/sources/{source}/commands` | bridge → playing device |
 /// | `R/bridge/status` | bridge (its will says offline) |
@@ -23,6 +30,13 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     /// A response topic under the hub's own; `name` is the rest, one or more levels.
     case responses(hub: HubID, name: String)
     case accessoryState(accessory: AccessoryID)
+    case controls(accessory: AccessoryID)
+    case controlsResult(accessory: AccessoryID)
+    case accessoryView(accessory: AccessoryID)
+    case accessoryEvents(accessory: AccessoryID)
+    case hubAvailability(hub: HubID)
+    case bridgeAvailability
+    case bridgeView
     case sourceState(source: BluetoothAddress)
     case sourceCommands(source: BluetoothAddress)
     case bridgeStatus
@@ -30,6 +44,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     /// The kinds of topics, for subscriptions.
     public enum Kind: Hashable, Sendable, CaseIterable {
         case telemetry, result, hubStatus, rebirth, responses, accessoryState, sourceState, sourceCommands, bridgeStatus
+        case controls, controlsResult, accessoryView, accessoryEvents, hubAvailability, bridgeAvailability, bridgeView
 
         /// The filter matching every topic of this kind, such as `audio/hubs/+/accessories/+/telemetry`.
         public func filter(under root: TopicRoot) -> String {
@@ -44,6 +59,13 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
             case .sourceState: levels = "sources/+/state"
             case .sourceCommands: levels = "sources/+/commands"
             case .bridgeStatus: levels = "bridge/status"
+            case .controls: levels = "accessories/+/controls"
+            case .controlsResult: levels = "accessories/+/controls/result"
+            case .accessoryView: levels = "accessories/+/view"
+            case .accessoryEvents: levels = "accessories/+/events"
+            case .hubAvailability: levels = "hubs/+/availability"
+            case .bridgeAvailability: levels = "bridge/availability"
+            case .bridgeView: levels = "bridge/view"
             }
             return root.rawValue + "/" + levels
         }
@@ -65,6 +87,13 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .sourceState: .sourceState
         case .sourceCommands: .sourceCommands
         case .bridgeStatus: .bridgeStatus
+        case .controls: .controls
+        case .controlsResult: .controlsResult
+        case .accessoryView: .accessoryView
+        case .accessoryEvents: .accessoryEvents
+        case .hubAvailability: .hubAvailability
+        case .bridgeAvailability: .bridgeAvailability
+        case .bridgeView: .bridgeView
         }
     }
 
@@ -85,6 +114,13 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .sourceState(let source): "sources/\(source.topicID)/state"
         case .sourceCommands(let source): "sources/\(source.topicID)/commands"
         case .bridgeStatus: "bridge/status"
+        case .controls(let accessory): "accessories/\(accessory)/controls"
+        case .controlsResult(let accessory): "accessories/\(accessory)/controls/result"
+        case .accessoryView(let accessory): "accessories/\(accessory)/view"
+        case .accessoryEvents(let accessory): "accessories/\(accessory)/events"
+        case .hubAvailability(let hub): "hubs/\(hub)/availability"
+        case .bridgeAvailability: "bridge/availability"
+        case .bridgeView: "bridge/view"
         }
     }
 }

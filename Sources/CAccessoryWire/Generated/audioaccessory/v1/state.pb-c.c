@@ -200,7 +200,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor 
   (ProtobufCMessageInit) audioaccessory__v1__request_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[14] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[16] =
 {
   {
     "accessory_id",
@@ -370,9 +370,34 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "automatic_switching_off",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, automatic_switching_off),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pinned_source",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, pinned_source),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name[] = {
   0,   /* field[0] = accessory_id */
+  14,   /* field[14] = automatic_switching_off */
   6,   /* field[6] = configuration */
   11,   /* field[11] = diagnostics */
   5,   /* field[5] = hardware_capabilities */
@@ -382,6 +407,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
   8,   /* field[8] = last_sequence */
   4,   /* field[4] = model */
   3,   /* field[3] = name */
+  15,   /* field[15] = pinned_source */
   2,   /* field[2] = registration */
   7,   /* field[7] = routed_source */
   10,   /* field[10] = stale */
@@ -390,7 +416,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
 static const ProtobufCIntRange audioaccessory__v1__accessory_state__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor =
 {
@@ -400,7 +426,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor
   "Audioaccessory__V1__AccessoryState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__AccessoryState),
-  14,
+  16,
   audioaccessory__v1__accessory_state__field_descriptors,
   audioaccessory__v1__accessory_state__field_indices_by_name,
   1,  audioaccessory__v1__accessory_state__number_ranges,

@@ -106,10 +106,16 @@ struct  Audioaccessory__V1__AccessoryState
    */
   Audioaccessory__V1__ErrorCode last_error;
   char *last_error_message;
+  /*
+   * The person's controls (AccessoryControls): automatic switching is on unless this says off, and only the
+   * pinned source (6 bytes, or empty: none) is ever routed to the accessory.
+   */
+  protobuf_c_boolean automatic_switching_off;
+  ProtobufCBinaryData pinned_source;
 };
 #define AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__accessory_state__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL} }
 
 
 /* Audioaccessory__V1__RequestResult methods */

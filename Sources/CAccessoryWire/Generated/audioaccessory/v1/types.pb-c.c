@@ -259,7 +259,7 @@ const ProtobufCEnumDescriptor audioaccessory__v1__action__descriptor =
   audioaccessory__v1__action__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_number[8] =
+static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_number[9] =
 {
   { "REASON_UNSPECIFIED", "AUDIOACCESSORY__V1__REASON__REASON_UNSPECIFIED", 0 },
   { "REASON_ACCESSORY_INELIGIBLE", "AUDIOACCESSORY__V1__REASON__REASON_ACCESSORY_INELIGIBLE", 1 },
@@ -269,13 +269,15 @@ static const ProtobufCEnumValue audioaccessory__v1__reason__enum_values_by_numbe
   { "REASON_SOURCE_DISCONNECTED", "AUDIOACCESSORY__V1__REASON__REASON_SOURCE_DISCONNECTED", 5 },
   { "REASON_REGISTRATION_ENDED", "AUDIOACCESSORY__V1__REASON__REASON_REGISTRATION_ENDED", 6 },
   { "REASON_INTERRUPTION_ENDED", "AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED", 7 },
+  { "REASON_CONTROLS_CHANGED", "AUDIOACCESSORY__V1__REASON__REASON_CONTROLS_CHANGED", 8 },
 };
 static const ProtobufCIntRange audioaccessory__v1__reason__value_ranges[] = {
-{0, 0},{0, 8}
+{0, 0},{0, 9}
 };
-static const ProtobufCEnumValueIndex audioaccessory__v1__reason__enum_values_by_name[8] =
+static const ProtobufCEnumValueIndex audioaccessory__v1__reason__enum_values_by_name[9] =
 {
   { "REASON_ACCESSORY_INELIGIBLE", 1 },
+  { "REASON_CONTROLS_CHANGED", 8 },
   { "REASON_INTERRUPTION_ENDED", 7 },
   { "REASON_PUT_ON", 2 },
   { "REASON_REGISTRATION_ENDED", 6 },
@@ -291,9 +293,9 @@ const ProtobufCEnumDescriptor audioaccessory__v1__reason__descriptor =
   "Reason",
   "Audioaccessory__V1__Reason",
   "audioaccessory.v1",
-  8,
+  9,
   audioaccessory__v1__reason__enum_values_by_number,
-  8,
+  9,
   audioaccessory__v1__reason__enum_values_by_name,
   1,
   audioaccessory__v1__reason__value_ranges,

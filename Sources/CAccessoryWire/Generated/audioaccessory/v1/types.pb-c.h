@@ -113,7 +113,12 @@ typedef enum _Audioaccessory__V1__Reason {
    * Rule 11: a call that displaced media (or an earlier call) ended while the accessory was still worn: the
    * call's source is released, and the displaced source routed back and resumed.
    */
-  AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED = 7
+  AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED = 7,
+  /*
+   * Rule 12: the person's controls changed: a pinned source excludes the others (the one routed is paused and the
+   * pinned one, if active, routed).
+   */
+  AUDIOACCESSORY__V1__REASON__REASON_CONTROLS_CHANGED = 8
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUDIOACCESSORY__V1__REASON)
 } Audioaccessory__V1__Reason;
 /*

@@ -1,0 +1,188 @@
+import AccessoryModel
+import AccessoryWire
+import Foundation
+
+/// Home Assistant MQTT discovery, device-based (one retained `{prefix}/device/{id}/config` per device with its
+/// components, the format Home Assistant reads since 2024.11): one device per accessory, per hub and for the bridge.
+/// Every id is derived from the topic root and the accessory's or hub's id, so it never changes.
+struct HomeAssistantDiscovery: Sendable {
+    let prefix: String
+    let root: TopicRoot
+
+    /// `aab_{root}`: the root with every character outside `A–Z a–z 0–9 _ -` as `_` (Home Assistant's grammar for a
+    /// discovery id, which is one topic level).
+    var base: String {
+        "aab_" + String(decoding: root.rawValue.utf8.map { IdentifierGrammar.isAllowed($0) ? $0 : UInt8(ascii: "_") }, as: UTF8.self)
+    }
+
+    func accessoryID(_ id: AccessoryID) -> String { "\(base)_\(id.rawValue)" }
+    func hubID(_ hub: HubID) -> String { "\(base)_hub_\(hub.rawValue)" }
+    var bridgeID: String { "\(base)_bridge" }
+
+    func configTopic(_ objectID: String) -> String { "\(prefix)/device/\(objectID)/config" }
+    var configFilter: String { "\(prefix)/device/+/config" }
+    var statusTopic: String { "\(prefix)/status" }
+
+    /// The object id a config topic names, when it is one of this bridge's (for the start-up clean-up).
+    func ownObjectID(ofConfigTopic topic: String) -> String? {
+        let head = "\(prefix)/device/", tail = "/config"
+        guard topic.hasPrefix(head), topic.hasSuffix(tail) else { return nil }
+        let objectID = String(topic.dropFirst(head.count).dropLast(tail.count))
+        return objectID.hasPrefix(base + "_") ? objectID : nil
+    }
+
+    /// A hash of everything ``accessoryConfig(_:)`` reads: when it is unchanged, so is the config (and nothing is
+    /// built or published).
+    func configKey(_ state: AccessoryState) -> Int {
+        let accessory = state.accessory
+        var hasher = Hasher()
+        hasher.combine(accessory.name)
+        hasher.combine(accessory.model)
+        hasher.combine(accessory.hub)
+        hasher.combine(accessory.configuration.audioSources)
+        hasher.combine(accessory.pinnedSource)
+        return hasher.finalize()
+    }
+
+    /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.
+    static func payload(_ config: [String: Any]) -> [UInt8] {
+        // Only dictionaries, arrays, strings, numbers and booleans built here: serialization cannot fail.
+        Array((try? JSONSerialization.data(withJSONObject: config, options: [.sortedKeys])) ?? Data("{}".utf8))
+    }
+
+    private var origin: [String: Any] {
+        ["name": "AudioAccessoryBridge", "sw": Release.version]
+    }
+
+    private func topic(_ topic: Topic) -> String { topic.name(under: root) }
+
+    /// A component of `device`: its platform, a unique id derived from the device's, and QoS 1 (Home Assistant
+    /// does not inherit a device-level `qos`).
+    private static func component(of device: String, _ name: String, _ platform: String, _ options: [String: Any])
+        -> [String: Any]
+    {
+        options.merging(["p": platform, "unique_id": "\(device)_\(name)", "qos": 1]) { $1 }
+    }
+
+    /// An accessory's device and its components.
+    func accessoryConfig(_ state: AccessoryState) -> [String: Any] {
+        let accessory = state.accessory
+        let id = accessoryID(accessory.id)
+        let view = topic(.accessoryView(accessory: accessory.id))
+        let controls = topic(.controls(accessory: accessory.id))
+        let events = topic(.accessoryEvents(accessory: accessory.id))
+        let sources = accessory.configuration.audioSources.map(\.description)
+        var pinOptions = ["automatic"] + sources
+        if let pinned = accessory.pinnedSource?.description, !pinOptions.contains(pinned) { pinOptions.append(pinned) }
+        func component(_ name: String, _ platform: String, _ options: [String: Any]) -> (String, [String: Any]) {
+            (name, Self.component(of: id, name, platform, options))
+        }
+        var components: [(String, [String: Any])] = [
+            component("worn", "binary_sensor", [
+                "name": "Worn", "device_class": "occupancy", "value_template": "{{ value_json.worn }}",
+            ]),
+            component("placement", "sensor", [
+                "name": "Placement", "device_class": "enum", "options": HomeAutomationJSON.placements,
+                "value_template": "{{ value_json.placement }}",
+            ]),
+            component("routed_source", "sensor", [
+                "name": "Playing device", "icon": "mdi:speaker-wireless",
+                "value_template": "{{ value_json.routed_source }}",
+            ]),
+            component("registration", "sensor", [
+                "name": "Registration", "device_class": "enum", "options": HomeAutomationJSON.registrations,
+                "entity_category": "diagnostic", "value_template": "{{ value_json.registration }}",
+            ]),
+            component("automatic_switching", "switch", [
+                "name": "Automatic switching", "command_topic": controls, "icon": "mdi:swap-horizontal",
+                "payload_on": #"{"switching":"SWITCHING_AUTOMATIC"}"#, "payload_off": #"{"switching":"SWITCHING_OFF"}"#,
+                "state_on": "ON", "state_off": "OFF", "value_template": "{{ value_json.automatic_switching }}",
+            ]),
+            component("pinned_source", "select", [
+                "name": "Pinned playing device", "command_topic": controls, "options": pinOptions,
+                "command_template": #"{"pinnedSource":"{{ value }}"}"#, "icon": "mdi:pin",
+                "value_template": "{{ value_json.pinned_source }}",
+            ]),
+            component("switch_event", "event", [
+                "name": "Switch", "state_topic": events, "event_types": HomeAutomationJSON.actions,
+                "icon": "mdi:swap-horizontal-circle",
+            ]),
+            component("problem", "binary_sensor", [
+                "name": "Problem", "device_class": "problem", "entity_category": "diagnostic",
+                "value_template": "{{ value_json.problem }}", "json_attributes_topic": view,
+                "json_attributes_template": "{{ {'diagnostics': value_json.diagnostics} | tojson }}",
+            ]),
+        ]
+        // Device triggers, for automations such as "when the headphones take over, dim the lights".
+        for action in HomeAutomationJSON.actions {
+            components.append(
+                component("trigger_\(action)", "device_automation", [
+                    "automation_type": "trigger", "topic": events, "type": action, "subtype": "switch",
+                    "value_template": "{{ value_json.event_type }}", "payload": action,
+                ]))
+        }
+        return [
+            "dev": [
+                "ids": [id], "name": accessory.name.isEmpty ? accessory.id.rawValue : accessory.name,
+                "mdl": accessory.model.isEmpty ? "audio accessory" : accessory.model, "mf": "AudioAccessoryBridge",
+                "via_device": hubID(accessory.hub),
+            ] as [String: Any],
+            "o": origin,
+            "availability": [
+                ["topic": topic(.bridgeAvailability)], ["topic": topic(.hubAvailability(hub: accessory.hub))],
+            ],
+            "availability_mode": "all",
+            "state_topic": view,
+            "cmps": Dictionary(uniqueKeysWithValues: components),
+        ]
+    }
+
+    /// A hub's device: whether it is connected.
+    func hubConfig(_ hub: HubID) -> [String: Any] {
+        let id = hubID(hub)
+        return [
+            "dev": ["ids": [id], "name": "Hub \(hub)", "mf": "AudioAccessoryBridge", "via_device": bridgeID] as [String: Any],
+            "o": origin,
+            "availability": [["topic": topic(.bridgeAvailability)]],
+            "cmps": [
+                "connectivity": Self.component(of: id, "connectivity", "binary_sensor", [
+                    "name": "Connectivity", "device_class": "connectivity", "state_topic": topic(.hubAvailability(hub: hub)),
+                    "payload_on": "online", "payload_off": "offline",
+                ])
+            ],
+        ]
+    }
+
+    /// The bridge's device: whether it is up, its version, and counts.
+    func bridgeConfig() -> [String: Any] {
+        let view = topic(.bridgeView)
+        func count(_ name: String, _ label: String) -> [String: Any] {
+            Self.component(of: bridgeID, name, "sensor", [
+                "name": label, "state_topic": view, "state_class": "measurement",
+                "value_template": "{{ value_json.\(name) }}", "availability_topic": topic(.bridgeAvailability),
+            ])
+        }
+        return [
+            "dev": [
+                "ids": [bridgeID], "name": "AudioAccessoryBridge (\(root))", "mf": "AudioAccessoryBridge",
+                "sw": Release.version,
+            ] as [String: Any],
+            "o": origin,
+            "cmps": [
+                // No availability of its own: when the bridge is gone this shows "off", not "unavailable".
+                "connectivity": Self.component(of: bridgeID, "connectivity", "binary_sensor", [
+                    "name": "Connectivity", "device_class": "connectivity", "state_topic": topic(.bridgeAvailability),
+                    "payload_on": "online", "payload_off": "offline",
+                ]),
+                "version": Self.component(of: bridgeID, "version", "sensor", [
+                    "name": "Version", "state_topic": view, "entity_category": "diagnostic",
+                    "value_template": "{{ value_json.version }}", "availability_topic": topic(.bridgeAvailability),
+                ]),
+                "accessories": count("accessories", "Accessories"),
+                "worn": count("worn", "Worn accessories"),
+                "routed": count("routed", "Routed accessories"),
+                "hubs_online": count("hubs_online", "Hubs online"),
+            ],
+        ]
+    }
+}

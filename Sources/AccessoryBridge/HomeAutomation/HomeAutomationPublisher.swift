@@ -1,0 +1,155 @@
+import AccessoryModel
+import AccessoryWire
+import BridgeCore
+import MQTTClient
+
+/// Publishes what home automation reads as the bridge's state changes: each accessory's JSON view (retained), its
+/// switch events, each hub's availability, the bridge's view, and — unless turned off — Home Assistant discovery.
+///
+/// Discovery configs are retained and published only when they change, as zigbee2mqtt does: when an accessory is
+/// paired, when what its config shows changes (name, model, hub, sources, pinned source), and removed when it is
+/// unpaired. At start-up the bridge reads its configs retained on the broker: on connecting it publishes only those
+/// that differ, and removes those of accessories that no longer exist. When Home Assistant announces itself
+/// (`online` on its status topic), every config goes out again, as its documentation asks.
+///
+/// Owned by ``MessageProcessor``, on its thread.
+struct HomeAutomationPublisher: Sendable {
+    let outbox: Outbox
+    let root: TopicRoot
+    let discovery: HomeAssistantDiscovery?
+    /// ``HomeAssistantDiscovery/configKey(_:)`` of each accessory's config as last published (or found retained).
+    private var published: [AccessoryID: Int] = [:]
+    private var hubsAnnounced: Set<HubID> = []
+    /// This bridge's discovery configs found retained at start-up, each with a hash of its bytes; emptied on the
+    /// first connection.
+    private var retainedConfigs: [String: Int] = [:]
+    private var hubsOnline: Set<HubID> = []
+    private var lastBridgeView: [UInt8] = []
+    private var connectedBefore = false
+
+    init(outbox: Outbox, root: TopicRoot, homeAssistantPrefix: String?) {
+        self.outbox = outbox
+        self.root = root
+        discovery = homeAssistantPrefix.map { HomeAssistantDiscovery(prefix: $0, root: root) }
+    }
+
+    // MARK: - Events of the bridge
+
+    /// An accessory's state was published: its view, and its discovery config if that changed.
+    mutating func stateChanged(_ state: AccessoryState) {
+        let id = state.accessory.id
+        guard state.accessory.registration != .unpaired else {
+            // Unpaired: its view and its device go (empty retained messages remove them).
+            send(.accessoryView(accessory: id), [], retain: true)
+            if let discovery, published.removeValue(forKey: id) != nil {
+                outbox.publish(json: [], to: discovery.configTopic(discovery.accessoryID(id)), retain: true)
+            }
+            return
+        }
+        send(.accessoryView(accessory: id), HomeAutomationJSON.view(state), retain: true)
+        announce(state)
+    }
+
+    /// A switch command went out: the accessory's event.
+    func commandSent(_ command: SwitchCommand) {
+        send(.accessoryEvents(accessory: command.accessoryID), HomeAutomationJSON.event(command), retain: false)
+    }
+
+    /// A hub's retained status arrived.
+    mutating func hubStatus(_ hub: HubID, online: Bool) {
+        if online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
+        send(.hubAvailability(hub: hub), Array((online ? "online" : "offline").utf8), retain: true)
+        announce(hub)
+    }
+
+    /// The bridge's counts, published when they changed.
+    mutating func bridgeView(_ statistics: BridgeStateMachine.Statistics) {
+        var json = JSONObjectWriter(capacity: 96)
+        json.field("accessories", statistics.accessories)
+        json.field("hubs_online", hubsOnline.count)
+        json.field("routed", statistics.routed)
+        json.field("version", Release.version)
+        json.field("worn", statistics.worn)
+        let view = json.finish()
+        guard view != lastBridgeView else { return }
+        lastBridgeView = view
+        send(.bridgeView, view, retain: true)
+    }
+
+    // MARK: - Home Assistant
+
+    /// Whether `topic` is Home Assistant's birth topic.
+    func isHomeAssistantStatus(_ topic: String) -> Bool { discovery?.statusTopic == topic }
+
+    /// A retained message read at start-up outside the contract's topics: one of this bridge's discovery configs?
+    mutating func retainedMessageSeen(topic: String, payload: [UInt8]) -> Bool {
+        guard let objectID = discovery?.ownObjectID(ofConfigTopic: topic) else { return false }
+        if !payload.isEmpty { retainedConfigs[objectID] = payload.hashValue }
+        return true
+    }
+
+    /// The bridge connected for the first time: the configs that differ from those retained, and the retained
+    /// configs of accessories and hubs that no longer exist removed. Views are retained already and not sent again;
+    /// after a reconnection, neither are configs (the broker keeps them, and what could not be sent waits in the
+    /// client).
+    mutating func connected(_ states: some Sequence<AccessoryState>) {
+        guard !connectedBefore else { return }
+        connectedBefore = true
+        announceAll(states)
+    }
+
+    /// Home Assistant (re)started: every config again, changed or not.
+    mutating func homeAssistantOnline(_ states: some Sequence<AccessoryState>) {
+        retainedConfigs.removeAll()
+        announceAll(states)
+    }
+
+    private mutating func announceAll(_ states: some Sequence<AccessoryState>) {
+        guard let discovery else { return }
+        published.removeAll()
+        hubsAnnounced.removeAll()
+        publish(config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
+        for state in states where state.accessory.registration != .unpaired { announce(state) }
+        for hub in hubsOnline { announce(hub) }
+        // What is left was not announced: it belongs to an accessory or hub that is gone.
+        for stale in retainedConfigs.keys {
+            outbox.publish(json: [], to: discovery.configTopic(stale), retain: true)
+        }
+        retainedConfigs.removeAll()
+    }
+
+    private mutating func announce(_ state: AccessoryState) {
+        guard let discovery else { return }
+        announce(state.accessory.hub)
+        let key = discovery.configKey(state)
+        guard published.updateValue(key, forKey: state.accessory.id) != key else { return }
+        publish(config: HomeAssistantDiscovery.payload(discovery.accessoryConfig(state)),
+            objectID: discovery.accessoryID(state.accessory.id))
+    }
+
+    private mutating func announce(_ hub: HubID) {
+        guard let discovery, hubsAnnounced.insert(hub).inserted else { return }
+        publish(config: HomeAssistantDiscovery.payload(discovery.hubConfig(hub)), objectID: discovery.hubID(hub))
+    }
+
+    /// Publishes a config unless the same bytes are retained already.
+    private mutating func publish(config: [UInt8], objectID: String) {
+        guard let discovery, retainedConfigs.removeValue(forKey: objectID) != config.hashValue else { return }
+        outbox.publish(json: config, to: discovery.configTopic(objectID), retain: true)
+    }
+
+    private func send(_ topic: Topic, _ payload: [UInt8], retain: Bool) {
+        outbox.publish(json: payload, to: topic.name(under: root), retain: retain)
+    }
+}
+
+extension Outbox {
+    /// Publishes plain JSON (or text, or an empty payload) for home automation, QoS 1.
+    @discardableResult
+    func publish(json payload: [UInt8], to topic: String, retain: Bool) -> Bool {
+        publish(
+            MQTTMessage(
+                topic: topic, payload: payload, qos: .atLeastOnce, retain: retain,
+                properties: payload.isEmpty ? .none : MQTTProperties(contentType: "application/json")))
+    }
+}

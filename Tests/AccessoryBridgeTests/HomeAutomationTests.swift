@@ -1,0 +1,306 @@
+@testable import AccessoryBridge
+import AccessoryModel
+@testable import AccessoryWire
+import Foundation
+import Logging
+import MQTTClient
+import MetricsTestKit
+import Testing
+
+/// What home automation reads and writes, without a broker: views, events, availability, the person's controls, and
+/// Home Assistant discovery. (HomeAutomationIntegrationTests run the same through a real mosquitto.)
+@Suite struct HomeAutomationTests {
+    typealias Recorder = MessageProcessorTests.Recorder
+    let recorder = Recorder()
+    let clock = MessageProcessorTests.TestClock()
+    let metrics = TestMetrics()
+    let processor: MessageProcessor
+    let codec = WireCodec()
+    static let phone = MessageProcessorTests.phone
+    static let laptop = BluetoothAddress("AB:CD:EF:01:23:45")!
+
+    init() {
+        processor = MessageProcessor(
+            configuration: BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test")), instanceID: "t",
+            publisher: recorder, clock: clock.wallClock, logger: Logger(label: "test"), metrics: metrics)
+    }
+
+    // MARK: - Helpers
+
+    func telemetry(_ request: AccessoryRequest, sequence: UInt64, accessory: String = "headphones", hub: String = "hub-1") {
+        let message = Audioaccessory_V1_AccessoryTelemetry(request, sequence: sequence, requestID: "r\(sequence)")
+        send("audio/hubs/\(hub)/accessories/\(accessory)/telemetry", codec.encode(message, as: .protobuf))
+    }
+
+    func send(_ topic: String, _ text: String, retain: Bool = false) {
+        send(topic, Array(text.utf8), retain: retain)
+    }
+
+    func send(_ topic: String, _ payload: [UInt8], retain: Bool = false) {
+        processor.handle(MQTTMessage(topic: topic, payload: payload, retain: retain))
+    }
+
+    func source(_ address: BluetoothAddress, _ activity: Activity) {
+        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity))
+        send("audio/sources/\(address.topicID)/state", codec.encode(state, as: .protobuf))
+    }
+
+    /// Pairs and registers the headphones, connected to the phone and the laptop; returns what was published.
+    @discardableResult
+    func setUpHeadphones() -> [MQTTMessage] {
+        telemetry(.paired(name: "Studio \"Pro\"", model: "S-2", hardwareCapabilities: .all), sequence: 1)
+        telemetry(.register(.all), sequence: 2)
+        telemetry(.sources(primary: Self.phone.data, secondary: Self.laptop.data), sequence: 3)
+        return recorder.take()
+    }
+
+    static func json(_ message: MQTTMessage) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any], "\(message.topic)")
+    }
+
+    static func last(_ topic: String, in messages: [MQTTMessage]) throws -> MQTTMessage {
+        try #require(messages.last { $0.topic == topic }, "nothing on \(topic) in \(messages.map(\.topic))")
+    }
+
+    static let view = "audio/accessories/headphones/view"
+    static let config = "homeassistant/device/aab_audio_headphones/config"
+
+    // MARK: - Views
+
+    @Test func theViewIsReadableRetainedJSON() throws {
+        let published = setUpHeadphones()
+        let message = try Self.last(Self.view, in: published)
+        #expect(message.retain)
+        #expect(message.qos == .atLeastOnce)
+        #expect(message.properties.contentType == "application/json")
+        let view = try Self.json(message)
+        #expect(view["accessory"] as? String == "headphones")
+        #expect(view["name"] as? String == "Studio \"Pro\"", "escaped and read back")
+        #expect(view["registration"] as? String == "registered")
+        #expect(view["worn"] as? String == "OFF", "it reports placement, and has not yet (rule 2)")
+        #expect(view["placement"] as? String == "unknown")
+        #expect(view["sources"] as? [String] == ["12:34:56:78:9A:BC", "AB:CD:EF:01:23:45"])
+        #expect(view["routed_source"] as? String == "none")
+        #expect(view["automatic_switching"] as? String == "ON")
+        #expect(view["pinned_source"] as? String == "automatic")
+        #expect(view["problem"] as? String == "OFF")
+
+        source(Self.phone, .media)
+        telemetry(.placement(.onHead), sequence: 4)
+        let placed = try Self.json(Self.last(Self.view, in: recorder.take()))
+        #expect(placed["placement"] as? String == "on_head")
+        #expect(placed["routed_source"] as? String == "12:34:56:78:9A:BC")
+    }
+
+    @Test func everyCommandIsAnEventNeverRetained() throws {
+        setUpHeadphones()
+        source(Self.phone, .media)
+        telemetry(.placement(.onHead), sequence: 4)
+        telemetry(.placement(.offHead), sequence: 5)
+        let events = recorder.take().filter { $0.topic == "audio/accessories/headphones/events" }
+        #expect(events.allSatisfy { !$0.retain })
+        let decoded = try events.map(Self.json)
+        #expect(decoded.map { $0["event_type"] as? String } == ["route_to_accessory", "pause"])
+        #expect(decoded.map { $0["reason"] as? String } == ["put_on", "taken_off"])
+        #expect(decoded.allSatisfy { $0["source"] as? String == "12:34:56:78:9A:BC" })
+    }
+
+    @Test func aHubsStatusIsItsAvailability() throws {
+        send("audio/hubs/hub-1/status", codec.encode(HubStatus(online: true, since: Timestamp(unixMilliseconds: 0)), as: .protobuf))
+        var message = try Self.last("audio/hubs/hub-1/availability", in: recorder.take())
+        #expect(message.payload == Array("online".utf8) && message.retain)
+        send("audio/hubs/hub-1/status", [])
+        message = try Self.last("audio/hubs/hub-1/availability", in: recorder.take())
+        #expect(message.payload == Array("offline".utf8))
+    }
+
+    // MARK: - Controls
+
+    @Test func controlsInJSONAreAppliedAnsweredAndShown() throws {
+        setUpHeadphones()
+        source(Self.phone, .media)
+        source(Self.laptop, .media)
+        telemetry(.placement(.onHead), sequence: 4)
+        _ = recorder.take()
+
+        // What Home Assistant's select sends: pin the laptop.
+        send("audio/accessories/headphones/controls", #"{"pinnedSource":"AB:CD:EF:01:23:45","requestId":"ha-1"}"#)
+        let published = recorder.take()
+        let result = try Self.last("audio/accessories/headphones/controls/result", in: published)
+        #expect(result.properties.contentType == "application/json", "answered in the format it was asked")
+        let decoded = try codec.decode(Audioaccessory_V1_RequestResult.self, from: result.payload, format: .json)
+        #expect(decoded.error == .none)
+        #expect(decoded.requestID == "ha-1")
+        #expect(decoded.state.pinnedSource == Self.laptop.data)
+        let commands = try published.filter { $0.topic.hasSuffix("/commands") }.map {
+            try codec.decode(Audioaccessory_V1_SwitchCommand.self, from: $0.payload, format: .protobuf)
+        }
+        #expect(commands.map(\.action) == [.pause, .routeToAccessory])
+        #expect(commands.allSatisfy { $0.reason == .controlsChanged })
+        let view = try Self.json(Self.last(Self.view, in: published))
+        #expect(view["pinned_source"] as? String == "AB:CD:EF:01:23:45")
+        #expect(view["routed_source"] as? String == "AB:CD:EF:01:23:45")
+
+        // What Home Assistant's switch sends: automatic switching off. The state keeps it.
+        send("audio/accessories/headphones/controls", #"{"switching":"SWITCHING_OFF"}"#)
+        let off = recorder.take()
+        #expect(off.filter { $0.topic.hasSuffix("/commands") }.isEmpty, "nothing is switched on the way out")
+        let stateMessage = try Self.last("audio/accessories/headphones/state", in: off)
+        #expect(stateMessage.properties.contentType == "application/json", "in the format of the request")
+        let state = try codec.decode(Audioaccessory_V1_AccessoryState.self, from: stateMessage.payload, format: .json)
+        #expect(state.automaticSwitchingOff)
+        #expect(try Self.json(Self.last(Self.view, in: off))["automatic_switching"] as? String == "OFF")
+    }
+
+    @Test(arguments: [
+        (#"{"pinnedSource":"my phone"}"#, "must be \"automatic\" or a Bluetooth address", "value"),
+        (#"{"switching":"SWITCHING_SOMETIMES"}"#, "malformed JSON", "json"),
+        ("{", "malformed JSON", "json"),
+    ])
+    func badControlsGetAClearAnswerAndChangeNothing(_ payload: String, _ reason: String, _ counted: String) throws {
+        setUpHeadphones()
+        send("audio/accessories/headphones/controls", payload)
+        let published = recorder.take()
+        #expect(published.map(\.topic) == ["audio/accessories/headphones/controls/result"])
+        let result = try codec.decode(
+            Audioaccessory_V1_RequestResult.self, from: published[0].payload, format: .json)
+        #expect(result.error == .invalidRequest)
+        #expect(result.message.contains(reason), "\(result.message)")
+        #expect(try metrics.expectCounter("accessory_bridge_messages_refused_total", [("reason", counted)])
+            .totalValue == 1)
+    }
+
+    @Test func controlsOfAnAccessoryThatIsNotPairedAreRefused() throws {
+        send("audio/accessories/ghost/controls", #"{"switching":"SWITCHING_OFF"}"#)
+        let published = recorder.take()
+        #expect(published.map(\.topic) == ["audio/accessories/ghost/controls/result"])
+        let result = try codec.decode(Audioaccessory_V1_RequestResult.self, from: published[0].payload, format: .json)
+        #expect(result.error == .invalidRequest)
+        #expect(result.message.contains("not paired"))
+    }
+
+    // MARK: - Home Assistant discovery
+
+    @Test func discoveryDescribesTheAccessoryAsOneDevice() throws {
+        let published = setUpHeadphones()
+        let message = try Self.last(Self.config, in: published)
+        #expect(message.retain)
+        let config = try Self.json(message)
+        let device = try #require(config["dev"] as? [String: Any])
+        #expect(device["ids"] as? [String] == ["aab_audio_headphones"])
+        #expect(device["name"] as? String == "Studio \"Pro\"")
+        #expect(device["via_device"] as? String == "aab_audio_hub_hub-1")
+        #expect((config["o"] as? [String: Any])?["name"] as? String == "AudioAccessoryBridge")
+        #expect(config["state_topic"] as? String == Self.view)
+        #expect(config["availability_mode"] as? String == "all")
+        let availability = try #require(config["availability"] as? [[String: Any]])
+        #expect(availability.compactMap { $0["topic"] as? String } == [
+            "audio/bridge/availability", "audio/hubs/hub-1/availability",
+        ])
+        let components = try #require(config["cmps"] as? [String: [String: Any]])
+        for (name, component) in components {
+            // Home Assistant drops the whole device when one component lacks these, and does not inherit `qos`.
+            #expect(component["p"] is String, "\(name)")
+            #expect(component["unique_id"] as? String == "aab_audio_headphones_\(name)")
+            #expect(component["qos"] as? Int == 1, "\(name)")
+        }
+        #expect(components["worn"]?["p"] as? String == "binary_sensor")
+        #expect(components["placement"]?["options"] as? [String] == HomeAutomationJSON.placements)
+        #expect(components["automatic_switching"]?["command_topic"] as? String
+            == "audio/accessories/headphones/controls")
+        #expect(components["pinned_source"]?["options"] as? [String] == [
+            "automatic", "12:34:56:78:9A:BC", "AB:CD:EF:01:23:45",
+        ])
+        #expect(components["switch_event"]?["event_types"] as? [String] == [
+            "route_to_accessory", "pause", "resume", "release",
+        ])
+        #expect(components.keys.filter { $0.hasPrefix("trigger_") }.count == 4)
+        // The hub's device, once.
+        #expect(published.filter { $0.topic == "homeassistant/device/aab_audio_hub_hub-1/config" }.count == 1)
+    }
+
+    @Test func discoveryIsPublishedOnlyWhenWhatItShowsChanges() throws {
+        setUpHeadphones()
+        telemetry(.placement(.onHead), sequence: 4)
+        telemetry(.placement(.offHead), sequence: 5)
+        #expect(!recorder.take().contains { $0.topic.hasPrefix("homeassistant/") }, "placement is state, not config")
+        // A new source changes the pinned-source options.
+        telemetry(.sources(primary: Self.phone.data, secondary: nil), sequence: 6)
+        let config = try Self.json(Self.last(Self.config, in: recorder.take()))
+        let components = try #require(config["cmps"] as? [String: [String: Any]])
+        #expect(components["pinned_source"]?["options"] as? [String] == ["automatic", "12:34:56:78:9A:BC"])
+    }
+
+    @Test func unpairingRemovesTheDeviceAndItsView() throws {
+        setUpHeadphones()
+        telemetry(.unpaired, sequence: 4)
+        let published = recorder.take()
+        #expect(try Self.last(Self.config, in: published).payload.isEmpty)
+        #expect(try Self.last(Self.view, in: published).payload.isEmpty)
+        #expect(try Self.last(Self.view, in: published).retain)
+    }
+
+    @Test func homeAssistantComingOnlineGetsEveryDeviceAgain() throws {
+        setUpHeadphones()
+        send("homeassistant/status", "online")
+        let topics = Set(recorder.take().map(\.topic))
+        #expect(topics == [
+            Self.config, "homeassistant/device/aab_audio_hub_hub-1/config", "homeassistant/device/aab_audio_bridge/config",
+        ])
+        send("homeassistant/status", "offline")
+        #expect(recorder.take().isEmpty)
+    }
+
+    @Test func atStartUpOnlyChangedConfigsArePublishedAndThoseOfGoneAccessoriesRemoved() throws {
+        // A first bridge: the headphones' state and configs, as the broker would retain them.
+        var first = setUpHeadphones()
+        processor.event(.connected(sessionPresent: false))
+        first += recorder.take()
+        var retained: [String: MQTTMessage] = [:]
+        for message in first where message.retain { retained[message.topic] = message }
+        retained["audio/accessories/headphones/view"] = nil
+        // A config of an accessory that no longer exists, and another integration's device.
+        retained["homeassistant/device/aab_audio_gone/config"] = MQTTMessage(
+            topic: "homeassistant/device/aab_audio_gone/config", payload: Array("{}".utf8), retain: true)
+        retained["homeassistant/device/zigbee_lamp/config"] = MQTTMessage(
+            topic: "homeassistant/device/zigbee_lamp/config", payload: Array("{}".utf8), retain: true)
+
+        let restarted = Recorder()
+        let processor = MessageProcessor(
+            configuration: BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test")), instanceID: "t2",
+            publisher: restarted, clock: clock.wallClock, logger: Logger(label: "test"), metrics: TestMetrics())
+        for message in retained.values { processor.restore(message) }
+        let restored = processor.restoringFinished()
+        #expect(restored.accessories == 1)
+        #expect(restored.skipped == 1, "the other integration's config is not the bridge's")
+        processor.event(.connected(sessionPresent: false))
+        let published = restarted.take().filter { $0.topic.hasPrefix("homeassistant/") }
+        #expect(published.map(\.topic) == ["homeassistant/device/aab_audio_gone/config"], "\(published.map(\.topic))")
+        #expect(published.first?.payload.isEmpty == true)
+        // A reconnection announces nothing again.
+        processor.event(.connected(sessionPresent: true))
+        #expect(!restarted.take().contains { $0.topic.hasPrefix("homeassistant/") })
+    }
+
+    @Test func withoutHomeAssistantTheViewsStayAndDiscoveryGoes() throws {
+        var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test"))
+        configuration.homeAssistantPrefix = nil
+        let recorder = Recorder()
+        let processor = MessageProcessor(
+            configuration: configuration, instanceID: "t", publisher: recorder, clock: clock.wallClock,
+            logger: Logger(label: "test"), metrics: TestMetrics())
+        let telemetry = Audioaccessory_V1_AccessoryTelemetry(
+            .paired(name: "A", model: "M", hardwareCapabilities: .all), sequence: 1, requestID: "r")
+        processor.handle(MQTTMessage(
+            topic: "audio/hubs/hub-1/accessories/headphones/telemetry", payload: codec.encode(telemetry, as: .protobuf)))
+        let topics = recorder.take().map(\.topic)
+        #expect(topics.contains(Self.view))
+        #expect(!topics.contains { $0.hasPrefix("homeassistant/") })
+    }
+
+    @Test func theIDsAreHomeAssistantsGrammar() throws {
+        let discovery = HomeAssistantDiscovery(prefix: "homeassistant", root: try #require(TopicRoot("site 7/äudio")))
+        #expect(discovery.bridgeID == "aab_site_7___udio_bridge")
+        #expect(discovery.bridgeID.utf8.allSatisfy(IdentifierGrammar.isAllowed))
+    }
+}
