@@ -4,6 +4,7 @@ import CoreMetrics
 import Logging
 import MQTTClient
 import ServiceLifecycle
+import Synchronization
 
 /// The bridge as a `Service`: connects to the broker, subscribes to telemetry, hub statuses and source states, and
 /// hands every message, connection change and deadline to its ``MessageProcessor`` on the client's network thread,
@@ -17,6 +18,7 @@ public final class AccessoryBridgeService: Service {
     private let client: MQTTClient
     private let instanceID: String
     private let offlineStatus: @Sendable () -> MQTTMessage
+    private let rebuilt = Atomic(false)
 
     /// Creates the bridge; it connects when run.
     ///
@@ -51,6 +53,19 @@ public final class AccessoryBridgeService: Service {
             metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt))
     }
 
+    /// The buckets of the bridge's duration histograms, by metric label, for a metrics backend that takes them
+    /// (the defaults of Prometheus clients, 5 ms – 10 s, are far above the microseconds a message takes).
+    public static var histogramBuckets: [String: [Duration]] { BridgeMetrics.histogramBuckets }
+
+    /// Why the bridge is not ready to serve (empty when it is): it must have rebuilt from the retained states and be
+    /// connected to the broker. For `/health/ready`; callable from any thread.
+    public var notReadyBecause: [String] {
+        var reasons: [String] = []
+        if !rebuilt.load(ordering: .acquiring) { reasons.append("rebuilding from the retained states") }
+        if !client.isConnected { reasons.append("not connected to the broker") }
+        return reasons
+    }
+
     public func run() async throws {
         let root = configuration.topicRoot
         for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState, .controls] {
@@ -78,6 +93,7 @@ public final class AccessoryBridgeService: Service {
         }
         // From here on the client's network thread owns the processor.
         try client.start(processor)
+        rebuilt.store(true, ordering: .releasing)
         let beacon = try configuration.homeAutomation ? AvailabilityBeacon(configuration: configuration, logger: logger) : nil
         try? await gracefulShutdown()
 

@@ -27,8 +27,10 @@ public struct BridgeConfiguration: Sendable {
     public var rebirthInterval: Duration = .seconds(10)
     /// How long the start-up read of retained states may take before the bridge goes on with what it has.
     public var rebuildTimeout: Duration = .seconds(60)
-    /// How often the timer loop looks for due deadlines at the latest (it sleeps less when one is due sooner).
-    public var timerGranularity: Duration = .milliseconds(250)
+    /// How often the gauges (accessories, worn, routed, sources, hubs online, queue depth) and the bridge's view are
+    /// refreshed: each refresh walks every accessory once. `nil`: never on its own (tests call
+    /// ``MessageProcessor/housekeeping()``).
+    public var statisticsInterval: Duration? = .seconds(10)
 
     /// Whether the bridge publishes what home automation reads: accessory views and switch events in plain JSON,
     /// hub and bridge availability, the bridge's view.

@@ -1,7 +1,10 @@
 import AccessoryModel
+import AccessoryWire
+import BridgeCore
 import CoreMetrics
 
-/// The bridge's counters, created once. Labels are bounded: message kinds, error codes, actions — never an id.
+/// The bridge's metrics, created once. Labels are bounded: message kinds, error codes, actions, registrations,
+/// activities — never an accessory, hub or source id.
 struct BridgeMetrics: Sendable {
     /// Inbound messages by topic kind (`telemetry`, `hub_status`, `source_state`, `controls`).
     let received: [String: Counter]
@@ -19,6 +22,47 @@ struct BridgeMetrics: Sendable {
     let duplicates: Counter
     /// Rebirth requests sent: gaps in a hub's sequences (at most one request per accessory per interval).
     let rebirthRequests: Counter
+
+    // Gauges, refreshed every ``BridgeConfiguration/statisticsInterval`` (and the connection's on each change).
+    /// Accessories by registration.
+    let accessories: [Registration: Gauge]
+    /// Accessories worn (in ear, on head, over the ear) and taking part in routing.
+    let worn: Gauge
+    /// Accessories a source is routed to.
+    let routed: Gauge
+    /// Playing devices some accessory lists, by their last reported activity.
+    let sources: [Activity: Gauge]
+    /// Hubs whose retained status says online.
+    let hubsOnline: Gauge
+    /// 1 while connected to the broker, else 0.
+    let brokerConnected: Gauge
+    /// Connections to the broker after the first.
+    let reconnects: Counter
+    /// Messages waiting in the MQTT client beyond the send window (or for the next connection).
+    let outboundQueueDepth: Gauge
+
+    // Histograms.
+    /// From receiving an inbound message (telemetry, a source report, controls) to having handled it: decoded,
+    /// applied, and every answer, state and command handed to the MQTT client.
+    let handling: Timer
+    /// From receiving an inbound message to handing a command it caused to the MQTT client (one sample per command).
+    let toCommand: Timer
+
+    /// The histograms' labels and their buckets: the bridge handles a message in microseconds, far below the
+    /// 5 ms – 10 s that Prometheus clients use by default.
+    static let histogramBuckets: [String: [Duration]] = {
+        let buckets: [Duration] = [
+            .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+            .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(100), .seconds(1),
+        ]
+        return [Label.handling: buckets, Label.toCommand: buckets]
+    }()
+
+    enum Label {
+        static let handling = "accessory_bridge_message_handling_seconds"
+        static let toCommand = "accessory_bridge_message_to_command_seconds"
+    }
 
     enum Refusal: String, CaseIterable, Sendable {
         case topic, contentType = "content_type", tooLarge = "too_large", protobuf, json, value
@@ -45,9 +89,44 @@ struct BridgeMetrics: Sendable {
         duplicates = Counter(label: "accessory_bridge_duplicates_total", factory: factory)
         refusedResponseTopics = Counter(label: "accessory_bridge_response_topics_refused_total", factory: factory)
         rebirthRequests = Counter(label: "accessory_bridge_rebirth_requests_total", factory: factory)
+
+        accessories = Dictionary(
+            uniqueKeysWithValues: Registration.allCases.map {
+                ($0, Gauge(label: "accessory_bridge_accessories", dimensions: [("registration", "\($0)")], factory: factory))
+            })
+        worn = Gauge(label: "accessory_bridge_accessories_worn", factory: factory)
+        routed = Gauge(label: "accessory_bridge_accessories_routed", factory: factory)
+        sources = Dictionary(
+            uniqueKeysWithValues: Activity.allCases.map {
+                ($0, Gauge(label: "accessory_bridge_sources", dimensions: [("activity", "\($0)")], factory: factory))
+            })
+        hubsOnline = Gauge(label: "accessory_bridge_hubs_online", factory: factory)
+        brokerConnected = Gauge(label: "accessory_bridge_broker_connected", factory: factory)
+        reconnects = Counter(label: "accessory_bridge_broker_reconnects_total", factory: factory)
+        outboundQueueDepth = Gauge(label: "accessory_bridge_outbound_queue_depth", factory: factory)
+        handling = Timer(label: Label.handling, factory: factory)
+        toCommand = Timer(label: Label.toCommand, factory: factory)
+        Gauge(label: "accessory_bridge_info", dimensions: [("version", Release.version)], factory: factory).record(1)
+    }
+
+    /// Sets the gauges of the bridge's state.
+    func record(_ statistics: BridgeStateMachine.Statistics, hubsOnline: Int, outboundQueueDepth: Int) {
+        for (registration, gauge) in accessories { gauge.record(statistics.byRegistration[registration, default: 0]) }
+        worn.record(statistics.worn)
+        routed.record(statistics.routed)
+        for (activity, gauge) in sources { gauge.record(statistics.sourcesByActivity[activity, default: 0]) }
+        self.hubsOnline.record(hubsOnline)
+        self.outboundQueueDepth.record(outboundQueueDepth)
     }
 
     func result(_ result: RequestOutcome.Result) {
         results[result.error?.code.rawValue ?? "none"]?.increment()
+    }
+}
+
+extension Duration {
+    /// The whole nanoseconds, for a metrics `Timer`.
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

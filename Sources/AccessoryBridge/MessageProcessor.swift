@@ -34,9 +34,15 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private let onlineStatus: MQTTMessage?
     /// What home automation reads (views, events, availability, Home Assistant discovery); `nil` when turned off.
     private var homeAutomation: HomeAutomationPublisher?
-    /// When the bridge's view (and the gauges) are next refreshed.
-    private var nextHousekeeping = ContinuousClock.now
-    private static let housekeepingInterval = Duration.seconds(10)
+    /// When the gauges (and the bridge's view for home automation) are next refreshed, and how often (`nil`: only
+    /// when ``housekeeping()`` is called).
+    private var nextHousekeeping: Timestamp?
+    private let housekeepingInterval: Duration?
+    /// Hubs whose retained status says online.
+    private var hubsOnline: Set<HubID> = []
+    private var connectedBefore = false
+    /// When the inbound message being handled arrived (for the histograms); `nil` between messages.
+    private var receivedAt: ContinuousClock.Instant?
 
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
@@ -50,6 +56,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         let metrics = BridgeMetrics(factory: factory)
         self.metrics = metrics
         self.onlineStatus = onlineStatus
+        housekeepingInterval = configuration.statisticsInterval
+        nextHousekeeping = configuration.statisticsInterval.map { _ in clock.now }
         outbox = Outbox(
             publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
             metrics: metrics, logger: logger)
@@ -77,17 +85,22 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         switch event {
         case .connected(let sessionPresent):
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
+            metrics.brokerConnected.record(1)
+            if connectedBefore { metrics.reconnects.increment() }
+            connectedBefore = true
             if let onlineStatus { outbox.publish(onlineStatus) }
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
-            homeAutomation?.connected(core.allStates())
+            homeAutomation?.connected(core.allStates(), hubsOnline: hubsOnline)
         case .queueDrained:
             logger.info("the outbound queue has room again")
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
         case .disconnected(let error?):
+            metrics.brokerConnected.record(0)
             logger.warning("lost the broker; reconnecting", metadata: ["error": "\(error)"])
         case .disconnected(nil):
+            metrics.brokerConnected.record(0)
             logger.info("disconnected from the broker")
         case .subscriptionRefused(let filter, let error):
             logger.error("the broker refused a subscription", metadata: ["mqtt.filter": "\(filter)", "error": "\(error)"])
@@ -95,27 +108,39 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
-        let deadline = core.nextDeadline.map { $0 - clock.now }
-        guard homeAutomation != nil else { return deadline }
-        let housekeeping = nextHousekeeping - ContinuousClock.now
-        return deadline.map { min($0, housekeeping) } ?? housekeeping
+        let now = clock.now
+        let deadlines = [core.nextDeadline, nextHousekeeping].compactMap { $0 }
+        return deadlines.min().map { $0 - now }
     }
 
     public func wake() {
         tick()
-        if ContinuousClock.now >= nextHousekeeping {
-            nextHousekeeping = .now + Self.housekeepingInterval
-            homeAutomation?.bridgeView(core.statistics())
+        if let next = nextHousekeeping, let interval = housekeepingInterval, clock.now >= next {
+            nextHousekeeping = clock.now + interval
+            housekeeping()
         }
+    }
+
+    /// Refreshes the gauges and the bridge's view: one walk over the accessories, every statistics interval.
+    public func housekeeping() {
+        let statistics = core.statistics()
+        metrics.record(statistics, hubsOnline: hubsOnline.count, outboundQueueDepth: outbox.publisher.pendingMessages)
+        homeAutomation?.bridgeView(statistics, hubsOnline: hubsOnline.count)
     }
 
     // MARK: - Inbound
 
     /// Handles one inbound message.
     public func handle(_ message: MQTTMessage) {
+        let receivedAt = ContinuousClock.now
+        self.receivedAt = receivedAt
+        defer {
+            self.receivedAt = nil
+            metrics.handling.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds)
+        }
         if homeAutomation?.isHomeAssistantStatus(message.topic) == true {
             // Home Assistant (re)started: it needs every device again.
-            if message.payload == Array("online".utf8) { homeAutomation?.homeAssistantOnline(core.allStates()) }
+            if message.payload == Array("online".utf8) { homeAutomation?.homeAssistantOnline(core.allStates(), hubsOnline: hubsOnline) }
             return
         }
         let topic: Topic
@@ -196,6 +221,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             return
         }
         logger.info("hub status", metadata: ["hub.id": "\(hub)", "online": "\(status.online)"])
+        if status.online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
         run(core.hubStatus(hub, online: status.online, at: clock.now), replyingTo: nil)
         homeAutomation?.hubStatus(hub, online: status.online)
     }
@@ -292,6 +318,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             case .sendCommand(let command):
                 sent = outbox.publishCommand(command)
                 if sent { homeAutomation?.commandSent(command) }
+                if let receivedAt { metrics.toCommand.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds) }
             case .publishState(let state):
                 // A state answers in the format of the request that changed it; others in the default format.
                 let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat

@@ -54,6 +54,7 @@ public struct BridgeStateMachine: Sendable {
         public var worn = 0
         public var routed = 0
         public var stale = 0
+        public var sourcesByActivity: [Activity: Int] = [:]
     }
 
     public func statistics() -> Statistics {
@@ -65,6 +66,7 @@ public struct BridgeStateMachine: Sendable {
             if accessory.isStale { statistics.stale += 1 }
         }
         statistics.routed = routing.routes.count
+        statistics.sourcesByActivity = routing.sourcesByActivity
         return statistics
     }
 

@@ -1,7 +1,10 @@
 import AccessoryBridge
 import AccessoryWire
 import ArgumentParser
+import BridgeHTTP
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 
 /// `accessory-bridge`: parses the settings, builds the bridge and runs it in one ServiceGroup until SIGTERM or
@@ -27,9 +30,20 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap(settings.logHandlerFactory)
         var logger = Logger(label: "accessory-bridge")
         logger.logLevel = settings.logLevel
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(
+            PrometheusMetricsFactory.with(registry: registry, buckets: AccessoryBridgeService.histogramBuckets))
         let bridge = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)
+        var services: [any Service] = [bridge]
+        if let http = settings.http {
+            let endpoint = OperationsEndpoint(
+                host: http.host, port: http.port, registry: registry, notReadyBecause: { bridge.notReadyBecause })
+            services.append(endpoint.service(logger: logger) { [logger] port in
+                logger.info("serving /metrics and /health", metadata: ["http.host": "\(http.host)", "http.port": "\(port)"])
+            })
+        }
         let group = ServiceGroup(
-            configuration: .init(services: [bridge], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -70,6 +70,15 @@ enum Settings {
         @Option(help: "text or json (one JSON object per line). (default: text)")
         var logFormat: String?
 
+        @Option(help: "The address /metrics and /health/* listen on. (default: 127.0.0.1)")
+        var httpHost: String?
+
+        @Option(help: "The port /metrics and /health/* listen on. (default: 9464)")
+        var httpPort: Int?
+
+        @Flag(help: "No HTTP listener: no /metrics, no /health/*.")
+        var noHttp = false
+
         @Option(help: "A JSON file of settings, keyed by option name.")
         var configFile: String?
 
@@ -95,12 +104,17 @@ enum Settings {
             given["max-payload-size"] = maxPayloadSize.map { "\($0)" }
             given["log-level"] = logLevel
             given["log-format"] = logFormat
+            given["http-host"] = httpHost
+            given["http-port"] = httpPort.map { "\($0)" }
+            if noHttp { given["http"] = "false" }
             return given
         }
     }
 
     struct Resolved {
         var bridge: BridgeConfiguration
+        /// Where /metrics and /health/* listen; `nil`: nowhere.
+        var http: (host: String, port: Int)?
         var logLevel: Logger.Level
         var logHandlerFactory: @Sendable (String) -> any LogHandler
     }
@@ -188,6 +202,17 @@ enum Settings {
             bridge.maximumPayloadSize = bytes
         }
 
+        var http: (host: String, port: Int)?
+        if try flag("http") {
+            let portText = config.string(forKey: ConfigKey(["http-port"]), default: "9464")
+            guard let port = Int(portText), (0...65535).contains(port) else {
+                throw Invalid(description: "http-port must be a port number 0...65535, not '\(portText)'")
+            }
+            let host = config.string(forKey: ConfigKey(["http-host"]), default: "127.0.0.1")
+            guard !host.isEmpty else { throw Invalid(description: "http-host must be an address, such as 127.0.0.1") }
+            http = (host, port)
+        }
+
         let levelText = config.string(forKey: ConfigKey(["log-level"]), default: "info")
         guard let level = Logger.Level(rawValue: levelText) else {
             throw Invalid(description: "log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), not '\(levelText)'")
@@ -199,6 +224,6 @@ enum Settings {
         case "json": factory = { JSONLogHandler(label: $0) }
         default: throw Invalid(description: "log-format must be text or json, not '\(logFormat)'")
         }
-        return Resolved(bridge: bridge, logLevel: level, logHandlerFactory: factory)
+        return Resolved(bridge: bridge, http: http, logLevel: level, logHandlerFactory: factory)
     }
 }

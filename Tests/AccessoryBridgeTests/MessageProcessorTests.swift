@@ -50,6 +50,8 @@ import Testing
         configuration.diagnosticsGracePeriod = .seconds(30)
         // The contract's messages only: what home automation reads is HomeAutomationTests' subject.
         configuration.homeAutomation = false
+        // Deadlines only: the periodic refresh of the gauges is the operations tests' subject.
+        configuration.statisticsInterval = nil
         processor = MessageProcessor(
             configuration: configuration, instanceID: "t", publisher: recorder, clock: clock.wallClock,
             logger: Logger(label: "test"), metrics: metrics)
@@ -440,5 +442,43 @@ import Testing
         let published = recorder.take()
         #expect(try commands(published).map(\.1.reason) == [.sourceActivated])
         #expect(try states(published).map(\.routedSource) == [Self.phone.data])
+    }
+
+    // MARK: - Metrics
+
+    @Test func theGaugesShowTheBridgesStateAndTheHistogramsEachMessage() throws {
+        setUpHeadphones()
+        source(.media)
+        telemetry(.placement(.inEar), sequence: 4)
+        send("audio/hubs/hub-1/status", codec.encode(HubStatus(online: true, since: Timestamp(unixMilliseconds: 0)), as: .protobuf))
+        processor.housekeeping()
+        #expect(try metrics.expectGauge("accessory_bridge_accessories", [("registration", "registered")]).lastValue == 1)
+        #expect(try metrics.expectGauge("accessory_bridge_accessories", [("registration", "paired")]).lastValue == 0)
+        #expect(try metrics.expectGauge("accessory_bridge_accessories_worn").lastValue == 1)
+        #expect(try metrics.expectGauge("accessory_bridge_accessories_routed").lastValue == 1)
+        #expect(try metrics.expectGauge("accessory_bridge_sources", [("activity", "media")]).lastValue == 1)
+        #expect(try metrics.expectGauge("accessory_bridge_hubs_online").lastValue == 1)
+        // Three setup messages, the source report, the placement, the hub status: each handled once.
+        #expect(try metrics.expectTimer("accessory_bridge_message_handling_seconds").values.count == 6)
+        // One command (the route), from the placement that caused it.
+        #expect(try metrics.expectTimer("accessory_bridge_message_to_command_seconds").values.count == 1)
+
+        telemetry(.placement(.offHead), sequence: 5)
+        send("audio/hubs/hub-1/status", [])
+        processor.housekeeping()
+        #expect(try metrics.expectGauge("accessory_bridge_accessories_worn").lastValue == 0)
+        #expect(try metrics.expectGauge("accessory_bridge_accessories_routed").lastValue == 0)
+        #expect(try metrics.expectGauge("accessory_bridge_hubs_online").lastValue == 0)
+        #expect(try metrics.expectTimer("accessory_bridge_message_to_command_seconds").values.count == 2, "the pause")
+    }
+
+    @Test func connectionsAreCounted() throws {
+        processor.event(.connected(sessionPresent: false))
+        #expect(try metrics.expectGauge("accessory_bridge_broker_connected").lastValue == 1)
+        processor.event(.disconnected(MQTTError(kind: .disconnected, code: 7, message: "gone")))
+        #expect(try metrics.expectGauge("accessory_bridge_broker_connected").lastValue == 0)
+        #expect(try metrics.expectCounter("accessory_bridge_broker_reconnects_total").totalValue == 0)
+        processor.event(.connected(sessionPresent: true))
+        #expect(try metrics.expectCounter("accessory_bridge_broker_reconnects_total").totalValue == 1)
     }
 }

@@ -23,7 +23,7 @@ final class RunningBridge: Sendable {
         mqtt.reconnectDelay = .milliseconds(100)
         mqtt.maximumReconnectDelay = .seconds(1)
         var configuration = BridgeConfiguration(mqtt: mqtt)
-        configuration.timerGranularity = .milliseconds(50)
+        configuration.statisticsInterval = .milliseconds(200)
         configure(&configuration)
         var logger = logs.map { logs in Logger(label: "bridge") { _ in logs } } ?? Logger(label: "bridge")
         logger.logLevel = logs == nil ? .warning : .debug

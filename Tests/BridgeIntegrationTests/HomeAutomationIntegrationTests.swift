@@ -48,7 +48,7 @@ import TestSupport
         #expect(home.messages(on: "audio/hubs/hub-1/availability").isEmpty)
         // The bridge's counts follow within a housekeeping interval.
         var bridgeView: [String: Any] = [:]
-        for count in 1...10 where bridgeView["accessories"] as? Int != 1 {
+        for count in 1...20 where bridgeView["worn"] as? Int != 1 {
             bridgeView = try Self.json(try await home.waitFor(count, on: "audio/bridge/view")[count - 1])
         }
         #expect(bridgeView["accessories"] as? Int == 1 && bridgeView["worn"] as? Int == 1, "\(bridgeView)")

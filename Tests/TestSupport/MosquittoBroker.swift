@@ -285,7 +285,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     /// A port that was free a moment ago: bind port 0 on loopback, read the port back, close.
-    private static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw MosquittoBrokerError("socket() failed: errno \(errno)") }
         defer { close(fd) }

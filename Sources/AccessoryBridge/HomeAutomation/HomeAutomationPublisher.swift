@@ -23,7 +23,6 @@ struct HomeAutomationPublisher: Sendable {
     /// This bridge's discovery configs found retained at start-up, each with a hash of its bytes; emptied on the
     /// first connection.
     private var retainedConfigs: [String: Int] = [:]
-    private var hubsOnline: Set<HubID> = []
     private var lastBridgeView: [UInt8] = []
     private var connectedBefore = false
 
@@ -57,16 +56,15 @@ struct HomeAutomationPublisher: Sendable {
 
     /// A hub's retained status arrived.
     mutating func hubStatus(_ hub: HubID, online: Bool) {
-        if online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
         send(.hubAvailability(hub: hub), Array((online ? "online" : "offline").utf8), retain: true)
         announce(hub)
     }
 
     /// The bridge's counts, published when they changed.
-    mutating func bridgeView(_ statistics: BridgeStateMachine.Statistics) {
+    mutating func bridgeView(_ statistics: BridgeStateMachine.Statistics, hubsOnline: Int) {
         var json = JSONObjectWriter(capacity: 96)
         json.field("accessories", statistics.accessories)
-        json.field("hubs_online", hubsOnline.count)
+        json.field("hubs_online", hubsOnline)
         json.field("routed", statistics.routed)
         json.field("version", Release.version)
         json.field("worn", statistics.worn)
@@ -92,19 +90,19 @@ struct HomeAutomationPublisher: Sendable {
     /// configs of accessories and hubs that no longer exist removed. Views are retained already and not sent again;
     /// after a reconnection, neither are configs (the broker keeps them, and what could not be sent waits in the
     /// client).
-    mutating func connected(_ states: some Sequence<AccessoryState>) {
+    mutating func connected(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
         guard !connectedBefore else { return }
         connectedBefore = true
-        announceAll(states)
+        announceAll(states, hubsOnline: hubsOnline)
     }
 
     /// Home Assistant (re)started: every config again, changed or not.
-    mutating func homeAssistantOnline(_ states: some Sequence<AccessoryState>) {
+    mutating func homeAssistantOnline(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
         retainedConfigs.removeAll()
-        announceAll(states)
+        announceAll(states, hubsOnline: hubsOnline)
     }
 
-    private mutating func announceAll(_ states: some Sequence<AccessoryState>) {
+    private mutating func announceAll(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
         guard let discovery else { return }
         published.removeAll()
         hubsAnnounced.removeAll()

@@ -118,6 +118,13 @@ public struct RoutingEngine: Sendable {
         return routes
     }
 
+    /// How many sources the engine keeps (those some accessory lists), by their last reported activity.
+    public var sourcesByActivity: [Activity: Int] {
+        var counts: [Activity: Int] = [:]
+        for source in sources { counts[source.activity, default: 0] += 1 }
+        return counts
+    }
+
     /// How many accessories and sources the engine keeps: what the bounds on its state are about.
     public var footprint: (accessories: Int, sources: Int) { (accessories.count, sources.count) }
 
