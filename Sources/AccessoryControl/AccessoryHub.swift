@@ -33,7 +33,7 @@ public final class AccessoryHub: Sendable {
     private let responseTopic: String
     private let codec = WireCodec()
     private let logger: Logger
-    private let pending = Mutex<[[UInt8]: CheckedContinuation<Result<RequestResult, AccessoryControlError>, Never>]>([:])
+    private let pending = PendingRequests<[UInt8], RequestResult>()
     private let states = Mutex<[AccessoryID: AccessoryState]>([:])
     private let sequences = Mutex<[AccessoryID: UInt64]>([:])
     private let requestCounter = Atomic<UInt64>(0)
@@ -157,22 +157,10 @@ public final class AccessoryHub: Sendable {
                 contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
                 correlationData: correlation))
         let timeout = options.timeout
-        let outcome = await withCheckedContinuation { continuation in
-            pending.withLock { $0[correlation] = continuation }
-            do {
-                try client.publish(message)
-            } catch {
-                finish(correlation, with: .failure(.unknown(reason: "cannot send the request: \(error)")))
-                return
-            }
-            // Client side, one request at a time: a timer task per request is fine here.
-            Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                self?.finish(
-                    correlation,
-                    with: .failure(.unknown(reason: "the bridge did not answer \(request.name) within \(timeout)")))
-            }
-        }
+        let outcome = await pending.send(
+            correlation, timeout: timeout,
+            timeoutReason: { "the bridge did not answer \(request.name) within \(timeout)" },
+            publish: { try client.publish(message) })
         let result = try outcome.get()
         if let state = result.state {
             states.withLock { $0[id] = state }
@@ -191,15 +179,11 @@ public final class AccessoryHub: Sendable {
             let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
             let result = try codec.decode(
                 RequestResult.self, from: message.payload, format: format, at: WallClock.system.now)
-            finish(correlation, with: .success(result))
+            pending.finish(correlation, with: .success(result))
         } catch {
             logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])
-            finish(correlation, with: .failure(.unknown(reason: "the bridge's answer is unreadable: \(error)")))
+            pending.finish(correlation, with: .failure(.unknown(reason: "the bridge's answer is unreadable: \(error)")))
         }
-    }
-
-    private func finish(_ correlation: [UInt8], with outcome: Result<RequestResult, AccessoryControlError>) {
-        pending.withLock { $0.removeValue(forKey: correlation) }?.resume(returning: outcome)
     }
 
     /// Sequences increase per accessory, starting from the wall clock in milliseconds, so that they keep increasing

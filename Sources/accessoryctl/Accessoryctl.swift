@@ -15,6 +15,6 @@ struct Accessoryctl: AsyncParsableCommand {
         version: Release.version,
         subcommands: [
             Pair.self, Unpair.self, Register.self, Place.self, Sources.self, Update.self, State.self, Source.self,
-            Watch.self,
+            Switching.self, Pin.self, Watch.self,
         ])
 }

@@ -1,7 +1,9 @@
 import AccessoryBridge
+import AccessoryControl
 import AccessoryModel
 @testable import AccessoryWire
 import Foundation
+import Logging
 import MQTTClient
 import Testing
 import TestSupport
@@ -141,5 +143,45 @@ import TestSupport
         #expect(try await bridge.exit() == 0)
         await hub.close()
         await home.close()
+    }
+
+    @Test func theSwiftClientAndAccessoryctlSetTheControls() async throws {
+        let broker = try await MosquittoBroker()
+        let bridge = try await BridgeIntegrationTests.startBridge(on: broker)
+        let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#", "audio/sources/+/commands"])
+        try await BridgeIntegrationTests.setUpHeadphones(hub)
+        let phone = BridgeIntegrationTests.phone
+
+        var mqtt = MQTTConfiguration(clientID: "controls-\(UUID().uuidString.prefix(8))")
+        mqtt.port = broker.port
+        let controls = try AccessoryControlsClient(mqtt: mqtt, logger: Logger(label: "controls"))
+        try await controls.start()
+        var state = try await controls.set(AccessoryControls(pin: .source(phone)), for: AccessoryID("headphones")!)
+        #expect(state.accessory.pinnedSource == phone && state.accessory.automaticSwitching)
+        state = try await controls.set(AccessoryControls(automaticSwitching: false), for: AccessoryID("headphones")!)
+        #expect(!state.accessory.automaticSwitching && state.accessory.pinnedSource == phone, "the pin stays")
+        await #expect(throws: AccessoryControlError.self) {
+            try await controls.set(AccessoryControls(automaticSwitching: true), for: AccessoryID("ghost")!)
+        }
+        await controls.stop()
+
+        func accessoryctl(_ arguments: String...) async throws -> (Int32, String) {
+            let log = broker.directory.appendingPathComponent("accessoryctl-\(UUID().uuidString).log")
+            let process = try ChildProcess(
+                executable: try BuiltProducts.path("accessoryctl"),
+                arguments: arguments + ["--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: log.path)
+            let status = try await process.exit()
+            return (status, try String(contentsOf: log, encoding: .utf8))
+        }
+        var (status, output) = try await accessoryctl("switching", "headphones", "on")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("headphones: automatic switching on, pinned source 12:34:56:78:9A:BC"), "\(output)")
+        (status, output) = try await accessoryctl("pin", "headphones", "automatic")
+        #expect(output.contains("automatic switching on, pinned source none (automatic)"), "\(output)")
+        (status, output) = try await accessoryctl("pin", "ghost", "12:34:56:78:9A:BC")
+        #expect(status == 1)
+        #expect(output.contains("error: invalidRequest: accessory ghost is not paired"), "\(output)")
+        await hub.close()
+        try await bridge.stop()
     }
 }
