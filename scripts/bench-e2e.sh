@@ -64,7 +64,7 @@ start_server() {
     if [ "$side" = relay ]; then
         command=("$relay_bin" "${relay_args[@]}")
     else
-        command=("$bridge_bin" --log-level warning "${bridge_args[@]}")
+        command=("$bridge_bin" --http-port 0 --log-level warning "${bridge_args[@]}")
     fi
     "${command[@]}" --broker "mqtt://127.0.0.1:$port" --topic-root "$root" --client-id "$root-$side" \
         2>"$work/$root.log" &

@@ -55,7 +55,7 @@ kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
 start_persistent_broker
 
 start_bridge() {
-    "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --client-id chaos-bridge >>"$work/bridge.log" 2>&1 &
+    "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id chaos-bridge >>"$work/bridge.log" 2>&1 &
     bridge_pid=$!
 }
 kill_bridge() {

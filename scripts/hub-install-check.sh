@@ -39,7 +39,7 @@ ${CC:-cc} -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags audiohub) -o "$wo
 if ldd "$work/hub-static" | grep -q libaudiohub; then echo "hub-install-check: the static hub is not static" >&2; exit 1; fi
 
 start_broker 18980 "$work" "$work/broker.log"
-"$BRIDGE" --broker "mqtt://127.0.0.1:$port" --client-id install-bridge >"$work/bridge.log" 2>&1 &
+"$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id install-bridge >"$work/bridge.log" 2>&1 &
 bridge_pid=$!
 for _ in $(seq 100); do
     grep -q "connected to the broker" "$work/bridge.log" && break

@@ -27,7 +27,7 @@ ${CC:-cc} -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -
     Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c $(pkg-config --libs libmosquitto libprotobuf-c) -pthread
 
 start_broker 18950 "$work" "$work/broker.log"
-"$BRIDGE" --broker "mqtt://127.0.0.1:$port" --client-id leak-bridge >"$work/bridge.log" 2>&1 &
+"$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id leak-bridge >"$work/bridge.log" 2>&1 &
 bridge_pid=$!
 for _ in $(seq 100); do
     grep -q "connected to the broker" "$work/bridge.log" && break

@@ -23,14 +23,14 @@ rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 declare -A running rebuilt seconds
 for count in "${counts[@]}"; do
     start_broker 18910 "$work" "$work/broker-$count.log"
-    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id mem-bridge --log-level warning 2>"$work/bridge.log" &
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level warning 2>"$work/bridge.log" &
     bridge=$!
     "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$count" --seconds 0 --reports 1 --settle 0 \
         --setup-timeout 7200 >"$work/load.log" 2>&1 || { cat "$work/load.log"; exit 1; }
     sleep 3
     running[$count]=$(rss_kb "$bridge")
     kill -TERM "$bridge"; wait "$bridge" || true
-    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id mem-bridge --log-level info 2>"$work/restart.log" &
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level info 2>"$work/restart.log" &
     bridge=$!
     for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
     sleep 3

@@ -19,7 +19,7 @@ broker_pid=
 trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 start_broker 18900 "$work" "$work/broker.log"
 
-"$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level warning 2>"$work/bridge-1.log" &
+"$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id bench-bridge --log-level warning 2>"$work/bridge-1.log" &
 bridge=$!
 echo "creating $accessories accessories…"
 "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$accessories" --seconds 0 --reports 1 --settle 0 \
@@ -28,7 +28,7 @@ head -1 "$work/load.log"
 kill -TERM "$bridge"; wait "$bridge" || true
 
 for round in 1 2 3; do
-    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --client-id bench-bridge --log-level info \
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id bench-bridge --log-level info \
         2>"$work/restart-$round.log" &
     bridge=$!
     for _ in $(seq 6000); do

@@ -160,7 +160,7 @@ import TestSupport
         let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
         let bridge = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", "killed-bridge", "--log-level", "warning"],
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", "killed-bridge", "--log-level", "warning"],
             outputPath: broker.directory.appendingPathComponent("bridge.log").path)
         let online = try await observer.waitFor(1, on: "audio/bridge/status", timeout: .seconds(30))[0]
         #expect(try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: online.payload, format: .protobuf).online)
@@ -186,7 +186,7 @@ import TestSupport
         let log = broker.directory.appendingPathComponent("bridge.log")
         let bridge = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--log-format", "json", "--password", "hunter2",
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--log-format", "json", "--password", "hunter2",
                 "--username", "bridge"],
             outputPath: log.path)
         _ = try await observer.waitFor(1, on: "audio/bridge/status")

@@ -113,7 +113,7 @@ import TestSupport
         func startBridge() throws -> ChildProcess {
             try ChildProcess(
                 executable: try BuiltProducts.path("accessory-bridge"),
-                arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", "ha-bridge",
+                arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", "ha-bridge",
                     "--log-level", "warning"],
                 outputPath: broker.directory.appendingPathComponent("bridge.log").path)
         }

@@ -100,7 +100,7 @@ import TestSupport
     static func bridgeProcess(_ broker: MosquittoBroker, clientID: String, log: String) throws -> ChildProcess {
         try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", clientID, "--log-level", "info"],
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", clientID, "--log-level", "info"],
             outputPath: broker.directory.appendingPathComponent(log).path)
     }
 

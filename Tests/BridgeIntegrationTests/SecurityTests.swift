@@ -456,7 +456,7 @@ import Darwin
         let bridge = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
             arguments: [
-                "--broker", "mqtts://localhost:\(secure.broker.port)", "--ca-file", "\(certificates)/ca.crt",
+                "--broker", "mqtts://localhost:\(secure.broker.port)", "--http-port", "0", "--ca-file", "\(certificates)/ca.crt",
                 "--cert-file", "\(certificates)/client.crt", "--key-file", "\(certificates)/client.key",
                 "--username", Self.bridgeUser, "--password", password, "--client-id", "logged-bridge",
                 "--log-level", "trace",

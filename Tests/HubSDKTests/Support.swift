@@ -294,7 +294,7 @@ final class BridgeFixture: Sendable {
         let offset = broker.logLength
         let process = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--client-id", "sdk-bridge", "--log-level", "info"],
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", "sdk-bridge", "--log-level", "info"],
             outputPath: broker.directory.appendingPathComponent("bridge-\(number).log").path)
         bridge.withLock { $0 = process }
         // The bridge subscribes to telemetry once its rebuild is done: then it answers.

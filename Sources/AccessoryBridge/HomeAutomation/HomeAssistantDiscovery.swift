@@ -79,7 +79,7 @@ struct HomeAssistantDiscovery: Sendable {
         }
         var components: [(String, [String: Any])] = [
             component("worn", "binary_sensor", [
-                "name": "Worn", "device_class": "occupancy", "value_template": "{{ value_json.worn }}",
+                "name": "Worn", "icon": "mdi:headphones", "value_template": "{{ value_json.worn }}",
             ]),
             component("placement", "sensor", [
                 "name": "Placement", "device_class": "enum", "options": HomeAutomationJSON.placements,
@@ -104,7 +104,7 @@ struct HomeAssistantDiscovery: Sendable {
                 "value_template": "{{ value_json.pinned_source }}",
             ]),
             component("switch_event", "event", [
-                "name": "Switch", "state_topic": events, "event_types": HomeAutomationJSON.actions,
+                "name": "Switch event", "state_topic": events, "event_types": HomeAutomationJSON.actions,
                 "icon": "mdi:swap-horizontal-circle",
             ]),
             component("problem", "binary_sensor", [

@@ -295,8 +295,8 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_sequence_callbacks_set(struct audiohu
 AUDIOHUB_EXPORT enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const char *username,
                                                    const char *password);
 
-/* Graceful stop: publishes the retained HubStatus offline, then closes the connection (no will) and stops
- * reconnecting. The loop finishes sending (keep calling audiohub_loop until it returns AUDIOHUB_ERR_NO_CONN, or
+/* Graceful stop: publishes the retained HubStatus offline and, once the broker acknowledged it (at most 2 s
+ * later), closes the connection (no will) and stops reconnecting. The loop finishes sending (keep calling audiohub_loop until it returns AUDIOHUB_ERR_NO_CONN, or
  * call audiohub_loop_stop). Requests stay queued; a new audiohub_connect sends them. Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_disconnect(struct audiohub *hub);
 

@@ -28,7 +28,9 @@
 #define REQUEST_ID_MAX (AUDIOHUB_ID_MAX + 24)
 #define PAYLOAD_MAX (2 * AUDIOHUB_TEXT_MAX + 2 * AUDIOHUB_ID_MAX + 128)
 #define MAX_RESYNCS 3
-#define STOP_GRACE_MS 2000
+#define STOP_GRACE_MS 3000
+/* How long a graceful disconnect waits for the broker to acknowledge the offline status before it says goodbye. */
+#define GOODBYE_WAIT_MS 2000
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Types                                                                                                         */
@@ -144,6 +146,13 @@ struct audiohub {
     size_t heap_capacity;
 
     uint64_t request_number;
+
+    /* audiohub_disconnect: DISCONNECT waits for the acknowledgement of the offline status (libmosquitto 2.0 treats
+     * an acknowledgement that arrives after a requested DISCONNECT as a protocol error and drops the connection
+     * without sending it, so the broker would publish the will), or for the deadline. */
+    bool goodbye_pending;
+    int goodbye_mid;
+    int64_t goodbye_deadline_ms;
     size_t counted; /* the caller's requests held, for the queue limit */
     struct audiohub_stats stats;
 
@@ -871,19 +880,41 @@ static void on_message(struct mosquitto *mosq, void *userdata, const struct mosq
     }
 }
 
-static void publish_status(struct audiohub *hub, bool online)
+static int publish_status(struct audiohub *hub, bool online, int *mid)
 {
     uint8_t payload[32];
     size_t length = ah_pack_hub_status(online, ah_wall_ms(), payload, sizeof payload);
     mosquitto_property *properties = NULL;
     int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
     if (rc == MOSQ_ERR_SUCCESS) {
-        rc = mosquitto_publish_v5(hub->mosq, NULL, hub->status_topic, (int)length, payload, 1, true, properties);
+        rc = mosquitto_publish_v5(hub->mosq, mid, hub->status_topic, (int)length, payload, 1, true, properties);
     }
     mosquitto_property_free_all(&properties);
     if (rc != MOSQ_ERR_SUCCESS) {
         hub->last_mosquitto_error = rc;
     }
+    return rc;
+}
+
+/* Sends DISCONNECT now (with the hub's lock held). */
+static void say_goodbye(struct audiohub *hub)
+{
+    hub->goodbye_pending = false;
+    int rc = mosquitto_disconnect_v5(hub->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL);
+    hub->connection = rc == MOSQ_ERR_SUCCESS ? CONN_DISCONNECTING : CONN_IDLE;
+}
+
+static void on_publish(struct mosquitto *mosq, void *userdata, int mid, int rc, const mosquitto_property *props)
+{
+    (void)mosq;
+    (void)rc;
+    (void)props;
+    struct audiohub *hub = userdata;
+    lock(hub);
+    if (hub->goodbye_pending && mid == hub->goodbye_mid) {
+        say_goodbye(hub);
+    }
+    unlock(hub);
 }
 
 static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, const mosquitto_property *props)
@@ -901,7 +932,7 @@ static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags
         int subscribed = mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, 2, topics, 1, 0, NULL);
         if (subscribed == MOSQ_ERR_SUCCESS) {
             hub->connection = CONN_SUBSCRIBING;
-            publish_status(hub, true);
+            publish_status(hub, true, NULL);
         } else {
             hub->last_mosquitto_error = subscribed;
             mosquitto_disconnect(mosq);
@@ -953,6 +984,7 @@ static void on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const 
     lock(hub);
     bool was_up = hub->connection == CONN_READY || hub->connection == CONN_SUBSCRIBING ||
                   hub->connection == CONN_DISCONNECTING;
+    hub->goodbye_pending = false;
     if (hub->connection == CONN_DISCONNECTING || hub->connection == CONN_IDLE) {
         hub->connection = CONN_IDLE;
     } else {
@@ -1065,6 +1097,7 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
     }
     mosquitto_connect_v5_callback_set(hub->mosq, on_connect);
     mosquitto_disconnect_v5_callback_set(hub->mosq, on_disconnect);
+    mosquitto_publish_v5_callback_set(hub->mosq, on_publish);
     mosquitto_subscribe_v5_callback_set(hub->mosq, on_subscribe);
     mosquitto_message_v5_callback_set(hub->mosq, on_message);
     *out = hub;
@@ -1420,13 +1453,17 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
         break;
     case CONN_READY:
     case CONN_SUBSCRIBING:
-        publish_status(hub, false);
+        if (publish_status(hub, false, &hub->goodbye_mid) == MOSQ_ERR_SUCCESS) {
+            /* DISCONNECT once the broker has the offline status (on_publish), or at the deadline (the loop). */
+            hub->goodbye_pending = true;
+            hub->goodbye_deadline_ms = ah_monotonic_ms() + GOODBYE_WAIT_MS;
+            hub->connection = CONN_DISCONNECTING;
+            break;
+        }
         /* fall through */
-    case CONN_CONNECTING: {
-        int rc = mosquitto_disconnect_v5(hub->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL);
-        hub->connection = rc == MOSQ_ERR_SUCCESS ? CONN_DISCONNECTING : CONN_IDLE;
+    case CONN_CONNECTING:
+        say_goodbye(hub);
         break;
-    }
     }
     unlock(hub);
     return AUDIOHUB_ERR_SUCCESS;
@@ -1488,6 +1525,9 @@ static int wait_ms(struct audiohub *hub, int timeout_ms, int64_t now)
             wait = until;
         }
     }
+    if (hub->goodbye_pending && hub->goodbye_deadline_ms - now < wait) {
+        wait = hub->goodbye_deadline_ms - now;
+    }
     return wait < 0 ? 0 : (int)wait;
 }
 
@@ -1502,6 +1542,9 @@ enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
         return AUDIOHUB_ERR_NO_CONN;
     }
     int64_t now = ah_monotonic_ms();
+    if (hub->goodbye_pending && now >= hub->goodbye_deadline_ms) {
+        say_goodbye(hub); /* the broker did not acknowledge the offline status in time */
+    }
     if (hub->connection == CONN_WAITING && now >= hub->reconnect_at_ms) {
         start_connection(hub);
     }
