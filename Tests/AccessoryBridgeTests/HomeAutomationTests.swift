@@ -181,6 +181,16 @@ import Testing
 
     // MARK: - Home Assistant discovery
 
+    @Test func configsAreWrittenAsStableCompactJSON() {
+        let document: [String: Any] = [
+            "qos": 1, "retain": true, "name": "Studio \"Pro\"\n", "ids": ["a", "b"],
+            "cmps": ["z": ["p": "switch"], "a": [:] as [String: Any]], "list": [["topic": "t/1"]], "empty": [] as [Any],
+        ]
+        let bytes = JSONObjectWriter.document(document)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"cmps":{"a":{},"z":{"p":"switch"}},"empty":[],"ids":["a","b"],"list":[{"topic":"t/1"}],"name":"Studio \"Pro\"\u000a","qos":1,"retain":true}"#)
+        #expect(JSONObjectWriter.document(document) == bytes, "the same document, the same bytes")
+    }
+
     @Test func discoveryDescribesTheAccessoryAsOneDevice() throws {
         let published = setUpHeadphones()
         let message = try Self.last(Self.config, in: published)

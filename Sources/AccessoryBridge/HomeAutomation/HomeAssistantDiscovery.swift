@@ -46,8 +46,7 @@ struct HomeAssistantDiscovery: Sendable {
 
     /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.
     static func payload(_ config: [String: Any]) -> [UInt8] {
-        // Only dictionaries, arrays, strings, numbers and booleans built here: serialization cannot fail.
-        Array((try? JSONSerialization.data(withJSONObject: config, options: [.sortedKeys])) ?? Data("{}".utf8))
+        JSONObjectWriter.document(config)
     }
 
     private var origin: [String: Any] {
