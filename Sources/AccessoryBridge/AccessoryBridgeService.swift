@@ -154,12 +154,8 @@ public final class AccessoryBridgeService: Service {
             "rebuilt from the retained states",
             metadata: [
                 "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
-                "unusable": "\(restored.skipped)", "rebuild_ms": "\(Self.milliseconds(clock.now - started))",
+                "unusable": "\(restored.skipped)", "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
             ])
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 }
 
