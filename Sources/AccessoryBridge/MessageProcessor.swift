@@ -86,11 +86,14 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .connected(let sessionPresent):
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             metrics.brokerConnected.record(1)
-            if connectedBefore { metrics.reconnects.increment() }
-            connectedBefore = true
             if let onlineStatus { outbox.publish(onlineStatus) }
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
-            homeAutomation?.connected(core.allStates(), hubsOnline: hubsOnline)
+            if connectedBefore {
+                metrics.reconnects.increment()
+            } else {
+                homeAutomation?.firstConnected(core.allStates(), hubsOnline: hubsOnline)
+            }
+            connectedBefore = true
         case .queueDrained:
             logger.info("the outbound queue has room again")
             run(core.publishingResumed(at: clock.now), replyingTo: nil)
@@ -317,8 +320,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             switch action {
             case .sendCommand(let command):
                 sent = outbox.publishCommand(command)
-                if sent { homeAutomation?.commandSent(command) }
-                if let receivedAt { metrics.toCommand.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds) }
+                if sent {
+                    if let receivedAt { metrics.toCommand.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds) }
+                    homeAutomation?.commandSent(command)
+                }
             case .publishState(let state):
                 // A state answers in the format of the request that changed it; others in the default format.
                 let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat
@@ -358,12 +363,12 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .applied:
             return
         case .failed(let error):
-            logger.info(
-                "request failed",
-                metadata: [
-                    "mqtt.topic": "\(request.message.topic)", "accessory.id": "\(request.accessory)",
-                    "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
-                ])
+            var metadata: Logger.Metadata = [
+                "mqtt.topic": "\(request.message.topic)", "accessory.id": "\(request.accessory)",
+                "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
+            ]
+            if case .hub(let hub) = request.replyTo { metadata["hub.id"] = "\(hub)" }
+            logger.info("request failed", metadata: metadata)
         case .duplicate:
             metrics.duplicates.increment()
             logger.info(

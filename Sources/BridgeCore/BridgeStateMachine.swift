@@ -53,7 +53,6 @@ public struct BridgeStateMachine: Sendable {
         public var byRegistration: [Registration: Int] = [:]
         public var worn = 0
         public var routed = 0
-        public var stale = 0
         public var sourcesByActivity: [Activity: Int] = [:]
     }
 
@@ -63,7 +62,6 @@ public struct BridgeStateMachine: Sendable {
             statistics.accessories += 1
             statistics.byRegistration[accessory.registration, default: 0] += 1
             if RoutingAccessory(accessory).isWorn { statistics.worn += 1 }
-            if accessory.isStale { statistics.stale += 1 }
         }
         statistics.routed = routing.routes.count
         statistics.sourcesByActivity = routing.sourcesByActivity

@@ -33,6 +33,21 @@ import Testing
         await #expect(throws: (any Error).self) { try await resolve(["--interruption-window", "-3"]) }
     }
 
+    @Test func homeAutomationAndHTTPAreOnByDefaultAndCanBeTurnedOff() async throws {
+        let defaults = try await resolve([])
+        #expect(defaults.bridge.homeAutomation && defaults.bridge.homeAssistantPrefix == "homeassistant")
+        #expect(defaults.http?.host == "127.0.0.1" && defaults.http?.port == 9464)
+        let off = try await resolve(["--no-http", "--no-homeassistant"])
+        #expect(off.http == nil && off.bridge.homeAssistantPrefix == nil && off.bridge.homeAutomation)
+        #expect(try await resolve(["--no-home-automation"]).bridge.homeAutomation == false)
+        let environment = try await resolve([], environment: [
+            "AUDIO_BRIDGE_HTTP_HOST": "0.0.0.0", "AUDIO_BRIDGE_HTTP_PORT": "9100", "AUDIO_BRIDGE_HOMEASSISTANT_PREFIX": "ha",
+        ])
+        #expect(environment.http?.host == "0.0.0.0" && environment.http?.port == 9100)
+        #expect(environment.bridge.homeAssistantPrefix == "ha")
+        #expect(try await resolve([], environment: ["AUDIO_BRIDGE_HTTP": "false"]).http == nil)
+    }
+
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheFile() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("bridge-\(UUID().uuidString).json")
         try Data(#"{"topic-root": "from-file", "client-id": "file-id", "resume-window": "7", "payload-format": "json"}"#.utf8)
@@ -69,6 +84,8 @@ import Testing
         (["--log-level", "loud"], "log-level must be one of"),
         (["--log-format", "yaml"], "log-format must be text or json"),
         (["--max-payload-size", "0"], "max-payload-size must be a number of bytes > 0"),
+        (["--http-port", "70000"], "http-port must be a port number 0...65535"),
+        (["--homeassistant-prefix", "ha/#"], "homeassistant-prefix must be a topic prefix without wildcards"),
     ])
     func badSettingsAreExplained(_ arguments: [String], _ explanation: String) async throws {
         do {

@@ -24,7 +24,6 @@ struct HomeAutomationPublisher: Sendable {
     /// first connection.
     private var retainedConfigs: [String: Int] = [:]
     private var lastBridgeView: [UInt8] = []
-    private var connectedBefore = false
 
     init(outbox: Outbox, root: TopicRoot, homeAssistantPrefix: String?) {
         self.outbox = outbox
@@ -90,9 +89,7 @@ struct HomeAutomationPublisher: Sendable {
     /// configs of accessories and hubs that no longer exist removed. Views are retained already and not sent again;
     /// after a reconnection, neither are configs (the broker keeps them, and what could not be sent waits in the
     /// client).
-    mutating func connected(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
-        guard !connectedBefore else { return }
-        connectedBefore = true
+    mutating func firstConnected(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
         announceAll(states, hubsOnline: hubsOnline)
     }
 
