@@ -111,6 +111,23 @@ bench-rebuild: deps .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	scripts/rebuild-bench.sh $(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),100000)
 
+## bench-memory: the bridge's RSS per accessory, running and after a restart, between COUNTS accessories
+## ("100000 1000000"; each lists an idle source of its own), with BRIDGE_ARGS (scripts/memory-bench.sh).
+COUNTS       ?= 100000 1000000
+.PHONY: bench-memory
+bench-memory: deps .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	COUNTS="$(COUNTS)" BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/memory-bench.sh
+
+## soak: a release bridge under a steady paced load for MINUTES (60), RSS every minute; fails if a report is lost,
+## the bridge dies or logs an error (scripts/soak.sh).
+MINUTES      ?= 60
+RATE         ?= 1000
+.PHONY: soak
+soak: deps .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	MINUTES=$(MINUTES) RATE=$(RATE) ACCESSORIES=$(ACCESSORIES) scripts/soak.sh
+
 .build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Memory benchmark: for each count of accessories (default 100,000 and 1,000,000), a fresh broker and release bridge,
-# that many accessories paired, registered and connected to a source through Benchmarks/LoadGen (every one routed or
-# paused once), then the bridge's RSS while running; then a restart: how long the rebuild took and the RSS after it.
-# Prints the slope between the two counts in bytes per accessory, the figure the target is about (<= 256 B).
-# Usage: make bench-memory [COUNTS="100000 1000000"]
+# Memory benchmark: for each count of accessories (default 100,000 and 1,000,000), a fresh broker and release bridge
+# (with BRIDGE_ARGS), that many accessories paired, registered and connected each to an idle source of its own through
+# Benchmarks/LoadGen --own-sources, each then placed on a head once; the bridge's RSS while running; then a restart:
+# how long the rebuild took and the RSS after it. Prints the slope between the first and last count in bytes per
+# accessory, the figure the target is about (<= 256 B).
+# Usage: make bench-memory [COUNTS="100000 1000000"] [BRIDGE_ARGS=--no-home-automation]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=(${COUNTS:-100000 1000000})
@@ -23,14 +24,16 @@ rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 declare -A running rebuilt seconds
 for count in "${counts[@]}"; do
     start_broker 18910 "$work" "$work/broker-$count.log"
-    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level warning 2>"$work/bridge.log" &
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level warning \
+        ${BRIDGE_ARGS:-} 2>"$work/bridge.log" &
     bridge=$!
-    "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$count" --seconds 0 --reports 1 --settle 0 \
+    "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$count" --seconds 0 --reports "$count" --own-sources --settle 0 \
         --setup-timeout 7200 >"$work/load.log" 2>&1 || { cat "$work/load.log"; exit 1; }
     sleep 3
     running[$count]=$(rss_kb "$bridge")
     kill -TERM "$bridge"; wait "$bridge" || true
-    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level info 2>"$work/restart.log" &
+    "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level info \
+        ${BRIDGE_ARGS:-} 2>"$work/restart.log" &
     bridge=$!
     for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
     sleep 3

@@ -8,6 +8,8 @@
  * 3. Set-up (not timed): for each accessory, sequenced telemetry starting at 1 (a Paired restarts the count, so a
  *    second run on the same accessories works): Paired (audio switching and placement), Register (both), Sources
  *    (primary 12:34:56:78:9A:BC); then a retained SourceState {ACTIVITY_MEDIA} on R/sources/123456789abc/state.
+ *    With --own-sources, each accessory lists a source of its own instead (02:00:00:00:00:00 plus its index), whose
+ *    state is never published: a fleet of idle phones, for the memory benchmark.
  *    Waits for every set-up result, lets the other side settle (--settle seconds: acknowledging a burst of
  *    thousands of messages keeps libmosquitto busy for a while), and checks that it answers the probe again.
  * 4. Measured: placement reports, ON_HEAD and OFF_HEAD alternately per accessory, at most one outstanding per
@@ -21,7 +23,7 @@
  *
  * Usage: loadgen [--broker mqtt://127.0.0.1:1883] [--topic-root audio] [--hub load-hub] [--accessories 1000]
  *                [--rate 0] [--seconds 10] [--reports N] [--drain 5] [--settle 1] [--client-id ID] [--json]
- *                [--server-pid PID] [--broker-pid PID]
+ *                [--own-sources] [--server-pid PID] [--broker-pid PID]
  * With --server-pid / --broker-pid, the CPU time (utime + stime from /proc/PID/stat) those processes used during the
  * measured phase is reported per result.
  */
@@ -75,6 +77,7 @@ struct options {
     double ready_timeout;
     double setup_timeout;
     bool json;
+    bool own_sources;
     long server_pid;
     long broker_pid;
 };
@@ -142,7 +145,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: loadgen [--broker mqtt://HOST:PORT] [--topic-root R] [--hub ID] [--accessories A]\n"
             "               [--rate N (0: flood)] [--seconds S] [--reports N] [--drain S] [--settle S]\n"
-            "               [--setup-timeout S] [--client-id ID] [--json] [--server-pid PID] [--broker-pid PID]\n");
+            "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources] [--server-pid PID]\n"
+            "               [--broker-pid PID]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -216,6 +220,10 @@ static int parse_options(int argc, char **argv, struct options *opt)
         }
         if (strcmp(arg, "--json") == 0) {
             opt->json = true;
+            continue;
+        }
+        if (strcmp(arg, "--own-sources") == 0) {
+            opt->own_sources = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -592,7 +600,11 @@ static int set_up(struct loadgen *lg)
     register_.n_capabilities = 2;
     register_.capabilities = (Audioaccessory__V1__Capability *)all_capabilities;
     Audioaccessory__V1__SourcesReport sources = AUDIOACCESSORY__V1__SOURCES_REPORT__INIT;
-    sources.primary = (ProtobufCBinaryData){.len = sizeof source_address, .data = (uint8_t *)source_address};
+    uint8_t own_address[sizeof source_address] = {0x02};
+    sources.primary = (ProtobufCBinaryData){
+        .len = sizeof source_address,
+        .data = lg->opt.own_sources ? own_address : (uint8_t *)source_address,
+    };
 
     lg->phase = PHASE_SETUP;
     lg->setup_pending = 3 * (uint64_t)lg->opt.accessories;
@@ -605,6 +617,9 @@ static int set_up(struct loadgen *lg)
             if (pump(lg, 10) != 0) {
                 return -1;
             }
+        }
+        for (int byte = 5; byte >= 2; byte--) {
+            own_address[byte] = (uint8_t)((unsigned long)i >> (8 * (5 - byte)));
         }
         for (uint64_t sequence = 1; sequence <= 3; sequence++) {
             Audioaccessory__V1__AccessoryTelemetry telemetry = AUDIOACCESSORY__V1__ACCESSORY_TELEMETRY__INIT;
@@ -638,7 +653,7 @@ static int set_up(struct loadgen *lg)
     snprintf(topic, sizeof topic, "%s/sources/" SOURCE_HEX "/state", lg->opt.topic_root);
     Audioaccessory__V1__SourceState source = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
     source.activity = AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_MEDIA;
-    if (publish_message(lg, topic, &source.base, true) != 0) {
+    if (!lg->opt.own_sources && publish_message(lg, topic, &source.base, true) != 0) {
         return -1;
     }
     uint64_t deadline = now_ns() + seconds_ns(lg->opt.setup_timeout);

@@ -6,6 +6,10 @@
 // own work is.
 //
 // Usage: pipeline-benchmark [messages=1000000] [accessories=10000] [rounds=5]
+//        pipeline-benchmark --memory [accessories=100000] [--no-home-automation]: the memory each accessory costs
+//        once set up (the process's RSS before and after, each placed on a head); each lists an idle source of its
+//        own, as with Benchmarks/LoadGen --own-sources in `make bench-memory`. One measurement per process: memory
+//        freed by one would be reused by the next.
 //
 // Each accessory is registered with both capabilities and has its own playing source (MEDIA), so placement reports
 // route, pause and resume: every stage of the path does real work.
@@ -19,6 +23,7 @@ import MQTTClient
 import Metrics
 import Synchronization
 
+let memoryMode = CommandLine.arguments.dropFirst().first == "--memory"
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let messageCount = arguments.count > 0 ? arguments[0] : 1_000_000
 let accessoryCount = arguments.count > 1 ? arguments[1] : 10_000
@@ -26,8 +31,9 @@ let rounds = arguments.count > 2 ? arguments[2] : 5
 
 let root = TopicRoot.default
 let codec = WireCodec()
-let accessories = (0..<accessoryCount).map { AccessoryID("acc-\($0)")! }
-let sources = (0..<accessoryCount).map { BluetoothAddress(rawValue: 0x0200_0000_0000 + UInt64($0))! }
+let idCount = memoryMode ? arguments.max() ?? 100_000 : accessoryCount
+let accessories = (0..<idCount).map { AccessoryID("acc-\($0)")! }
+let sources = (0..<idCount).map { BluetoothAddress(rawValue: 0x0200_0000_0000 + UInt64($0))! }
 
 /// Counts what the bridge publishes.
 final class CountingPublisher: MessagePublisher {
@@ -50,32 +56,51 @@ let stream: [MQTTMessage] = (0..<8).flatMap { visit in
     (0..<accessoryCount).map { telemetry(.placement(visit % 2 == 0 ? .onHead : .offHead), $0, sequence: UInt64(4 + visit)) }
 }
 
-func runRound() -> (seconds: Double, published: Int, bytes: Int) {
-    let publisher = CountingPublisher()
-    let time = Mutex(Timestamp(unixMilliseconds: 1_763_790_000_000))
+/// The time the bridge sees; only the benchmark moves it.
+final class ManualTime: Sendable {
+    let now = Mutex(Timestamp(unixMilliseconds: 1_763_790_000_000))
+}
+
+/// A processor with `count` accessories paired, registered and connected to their own source, which plays media
+/// (or, with `idleSources`, has never reported).
+func setUp(
+    _ count: Int, homeAutomation: Bool = true, idleSources: Bool = false, publisher: CountingPublisher,
+    time: ManualTime
+) -> MessageProcessor {
     var logger = Logger(label: "bench")
     logger.logLevel = .critical
+    var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "bench"))
+    configuration.homeAutomation = homeAutomation
     let processor = MessageProcessor(
-        configuration: BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "bench")), instanceID: "bench",
-        publisher: publisher, clock: WallClock { time.withLock { $0 } }, logger: logger,
+        configuration: configuration, instanceID: "bench",
+        publisher: publisher, clock: WallClock { time.now.withLock { $0 } }, logger: logger,
         metrics: NOOPMetricsHandler.instance)
-    for index in 0..<accessoryCount {
+    for index in 0..<count {
+        let source = sources[index]
         processor.handle(telemetry(.paired(name: "Bench", model: "B", hardwareCapabilities: .all), index, sequence: 1))
         processor.handle(telemetry(.register(.all), index, sequence: 2))
-        processor.handle(telemetry(.sources(primary: sources[index].data, secondary: nil), index, sequence: 3))
+        processor.handle(telemetry(.sources(primary: source.data, secondary: nil), index, sequence: 3))
+        guard !idleSources else { continue }
         let state = SourceReport(activity: .media)
         processor.handle(
             MQTTMessage(
-                topic: Topic.sourceState(source: sources[index]).name(under: root),
+                topic: Topic.sourceState(source: source).name(under: root),
                 payload: codec.encode(state, as: .protobuf)))
     }
+    return processor
+}
+
+func runRound() -> (seconds: Double, published: Int, bytes: Int) {
+    let publisher = CountingPublisher()
+    let time = ManualTime()
+    let processor = setUp(accessoryCount, publisher: publisher, time: time)
     let before = (publisher.messages.load(ordering: .relaxed), publisher.bytes.load(ordering: .relaxed))
     let clock = ContinuousClock()
     let began = clock.now
     for index in 0..<messageCount {
         // Past the first pass the sequences repeat: duplicates, answered without a change. Keep them above.
         if index > 0, index % stream.count == 0 {
-            time.withLock { $0 = $0.advanced(byMilliseconds: 60_000) }
+            time.now.withLock { $0 = $0.advanced(byMilliseconds: 60_000) }
         }
         processor.handle(stream[index % stream.count])
     }
@@ -88,6 +113,31 @@ func runRound() -> (seconds: Double, published: Int, bytes: Int) {
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// The process's resident memory, in bytes (/proc/self/status).
+func residentBytes() -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+}
+
+if memoryMode {
+    let count = arguments.first ?? 100_000
+    let homeAutomation = !CommandLine.arguments.contains("--no-home-automation")
+    let before = residentBytes()
+    let processor = setUp(
+        count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher(), time: ManualTime())
+    for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
+    let bytes = residentBytes() - before
+    if CommandLine.arguments.contains("--malloc-stats") {
+        typealias MallocStats = @convention(c) () -> Void
+        unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_stats"), to: MallocStats.self)()
+    }
+    withExtendedLifetime(processor) {
+        print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
+    }
+    exit(0)
 }
 
 print("pipeline-benchmark: \(messageCount) telemetry messages, \(accessoryCount) accessories, \(rounds) rounds, 1 thread")

@@ -5,7 +5,8 @@ import AccessoryModel
 struct AccessoryStore: Sendable {
     private var slots: [AccessoryID: Int] = [:]
     private var accessories: [Accessory] = []
-    private var byHub: [HubID: [AccessoryID]] = [:]
+    /// The slots of each hub's accessories (4 bytes each, where an id takes 16).
+    private var byHub: [HubID: [Int32]] = [:]
 
     var count: Int { accessories.count }
 
@@ -18,27 +19,28 @@ struct AccessoryStore: Sendable {
 
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
-        byHub[hub] ?? []
+        (byHub[hub] ?? []).map { accessories[Int($0)].id }
     }
 
     /// Adds `accessory`, or replaces the one with its id.
     mutating func save(_ accessory: Accessory) {
         guard let slot = slots[accessory.id] else {
+            precondition(accessories.count < Int32.max, "too many accessories for one store")
             slots[accessory.id] = accessories.count
+            byHub[accessory.hub, default: []].append(Int32(accessories.count))
             accessories.append(accessory)
-            byHub[accessory.hub, default: []].append(accessory.id)
             return
         }
         let previousHub = accessories[slot].hub
         accessories[slot] = accessory
         if previousHub != accessory.hub {
-            forget(accessory.id, of: previousHub)
-            byHub[accessory.hub, default: []].append(accessory.id)
+            forget(slot, of: previousHub)
+            byHub[accessory.hub, default: []].append(Int32(slot))
         }
     }
 
-    private mutating func forget(_ id: AccessoryID, of hub: HubID) {
-        byHub[hub]?.removeAll { $0 == id }
+    private mutating func forget(_ slot: Int, of hub: HubID) {
+        byHub[hub]?.removeAll { $0 == slot }
         if byHub[hub]?.isEmpty == true { byHub[hub] = nil }
     }
 }

@@ -18,6 +18,9 @@ struct Agenda: Sendable {
     }
 
     private var entries = Heap<Entry>()
+    /// The most entries held since the heap was last rebuilt: a heap's array never gives memory back, and a fleet's
+    /// set-up leaves one entry per accessory for the diagnostics' grace period.
+    private var peak = 0
     /// The routing engine's deadline as last scheduled, so that it is scheduled once.
     private var routingDeadline: Timestamp?
 
@@ -25,6 +28,7 @@ struct Agenda: Sendable {
 
     mutating func schedule(_ owner: Owner, at deadline: Timestamp) {
         entries.insert(Entry(deadline: deadline, owner: owner))
+        peak = max(peak, entries.count)
     }
 
     /// Schedules the routing engine's next deadline unless it is already.
@@ -41,6 +45,10 @@ struct Agenda: Sendable {
             due.append(entries.removeMin().owner)
         }
         if due.contains(.routing) { routingDeadline = nil }
+        if peak > 1024, entries.count < peak / 4 {
+            entries = Heap(Array(entries.unordered))
+            peak = entries.count
+        }
         return due
     }
 }

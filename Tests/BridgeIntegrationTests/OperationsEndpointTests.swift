@@ -85,7 +85,7 @@ import TestSupport
         #expect(!gauges.contains("headphones") && !gauges.contains("hub-1"), "no id is a label")
 
         // The broker goes: not ready, and says why; it comes back: ready again, one reconnection counted.
-        broker.stop()
+        await broker.stop()
         let down = try await Self.waitFor(port, "/health/ready") { $0.status == 503 }
         #expect(down.body.contains("not connected to the broker"))
         #expect(Self.value("accessory_bridge_broker_connected", in: try await Self.get(port, "/metrics").body) == 0)

@@ -234,7 +234,7 @@ import TestSupport
                     .placement(round % 2 == 0 ? .onHead : .offHead), sequence: UInt64(4 + round), id: "m\(round)-\(index)")
             }
             if round == 20 {
-                broker.stop()
+                await broker.stop()
                 try await Task.sleep(for: .milliseconds(500))
                 try await broker.restart()
             }

@@ -311,7 +311,7 @@ import Glibc
         let hub = try TestHub("sdk-outage", broker: fixture.broker, timeoutMs: 200)
         try await Self.pairAndRegister(hub, "durable")
         try await fixture.killBridge()
-        fixture.broker.stop()
+        await fixture.broker.stop()
         let token = try hub.request { audiohub_placement($0, "durable", AUDIOHUB_PLACEMENT_OFF_HEAD, $1, $2) }
         try await Task.sleep(for: .milliseconds(300))
         #expect(!audiohub_is_connected(hub.handle))

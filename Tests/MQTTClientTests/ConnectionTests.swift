@@ -22,7 +22,7 @@ struct ConnectionTests {
         try await client.subscribe("restart/#")
 
         switch outage {
-        case .stop: broker.stop()
+        case .stop: await broker.stop()
         case .kill: broker.kill()
         }
         let lost = try await client.inbox.waitForEvents { $0.lostConnectionError != nil }
@@ -46,7 +46,7 @@ struct ConnectionTests {
 
     @Test func connectsOnceTheBrokerStartsWhenItWasDownAtStart() async throws {
         let broker = try await MosquittoBroker()
-        broker.stop()
+        await broker.stop()
         let client = try TestClient(broker)
         try client.start()  // returns at once although nothing listens
         try await Task.sleep(for: .milliseconds(500))  // a few failed attempts
@@ -181,7 +181,7 @@ struct ConnectionTests {
         // An automatic reconnection (the broker restarts, keeping its sessions on disk). libmosquitto resends
         // the CONNECT properties given to the first connect: the session expiry must survive this reconnection,
         // or the broker would drop the session at the disconnect below.
-        broker.stop()
+        await broker.stop()
         try await broker.restart()
         try await first.inbox.waitForEvents { $0 == .connected(sessionPresent: true) }
         await first.client.disconnect()
@@ -241,7 +241,7 @@ struct ConnectionTests {
 
     @Test func closeWithoutStartAndWhileTheBrokerIsDown() async throws {
         let broker = try await MosquittoBroker()
-        broker.stop()
+        await broker.stop()
         let idle = try TestClient(broker)
         await idle.client.close()
         await idle.client.close()
@@ -263,7 +263,7 @@ struct ConnectionTests {
 
     @Test func waitUntilConnectedCanBeCancelled() async throws {
         let broker = try await MosquittoBroker()
-        broker.stop()
+        await broker.stop()
         let client = try TestClient(broker)
         try client.start()
         let waiter = client.client

@@ -17,7 +17,7 @@ import TestSupport
         let publisher = try TestClient(broker) { $0.maximumPendingMessages = 5 }
         try await publisher.connect()
 
-        broker.stop()
+        await broker.stop()
         try await publisher.inbox.waitForEvents { $0.lostConnectionError != nil }
         #expect(!publisher.client.isConnected)
         for index in 0..<5 {

@@ -102,7 +102,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        stop()
+        stopBlocking()
         // KEEP_BROKER_FILES=1 keeps the configuration and the logs (the broker's, and the bridge's of tests that put
         // them here) for a look after a failure.
         if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
@@ -110,8 +110,21 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
-    /// Stops the broker gracefully (SIGTERM, then waits; SIGKILL after 5 s). Does nothing when it is not running.
-    public func stop() {
+    /// Stops the broker gracefully (SIGTERM, then waits without blocking a thread; SIGKILL after 5 s). Does nothing
+    /// when it is not running.
+    public func stop() async {
+        guard let running = (process.withLock { process in defer { process = nil }; return process }) else { return }
+        Self.end(running.watchdog)
+        running.broker.signal(SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while running.broker.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        if running.broker.isRunning { Self.end(running.broker) }
+    }
+
+    /// ``stop()`` for deinit, which cannot await.
+    private func stopBlocking() {
         process.withLock { process in
             guard let running = process else { return }
             process = nil
@@ -133,7 +146,7 @@ public final class MosquittoBroker: Sendable {
 
     /// Stops the broker if it runs and starts it again on the same port, with the same persistence directory.
     public func restart() async throws {
-        stop()
+        await stop()
         let launched = try await Self.launch(executable: executable, configFile: configFile, logFile: logFile, port: port)
         process.withLock { $0 = launched }
         logger.debug("mosquitto restarted", metadata: ["port": "\(port)"])

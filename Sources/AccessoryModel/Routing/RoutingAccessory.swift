@@ -1,13 +1,14 @@
 /// What the routing engine needs to know of an accessory: a snapshot taken after each change.
 public struct RoutingAccessory: Hashable, Sendable {
+    // The widest fields first: 56 bytes rather than 72, for a copy the engine keeps of every accessory that takes part.
     public var id: AccessoryID
-    public var registration: Registration
-    public var capabilities: Capabilities
-    public var placement: Placement?
     /// The sources the accessory is connected to, primary first.
     public var connected: SourcePair
     /// Its candidate sources: the connected ones, or only the pinned one (rule 12).
     public var sources: SourcePair
+    public var capabilities: Capabilities
+    public var registration: Registration
+    public var placement: Placement?
     public var isStale: Bool
     /// The person lets the bridge switch audio for it (rule 12).
     public var automaticSwitching: Bool

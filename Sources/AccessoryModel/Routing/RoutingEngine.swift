@@ -618,7 +618,7 @@ public struct RoutingEngine: Sendable {
 
     private mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair) {
         for address in old where !new.contains(address) {
-            sources[sourceSlot(address)].listedBy.removeAll { $0 == accessory }
+            sources[sourceSlot(address)].listedBy.remove(accessory)
         }
         for address in new where !old.contains(address) {
             sources[sourceSlot(address)].listedBy.append(accessory)
@@ -652,7 +652,7 @@ public struct RoutingEngine: Sendable {
             accessorySlots[moved.view.id] = slot
             for address in moved.view.sources {
                 let source = sourceSlots[address]!
-                sources[source].listedBy = sources[source].listedBy.map { $0 == last ? slot : $0 }
+                sources[source].listedBy.replace(last, with: slot)
             }
             if let source = moved.routedSource {
                 sources[source].routedAccessory = slot
@@ -694,28 +694,30 @@ extension RoutingEngine {
         var routedSource: Int?
     }
 
+    /// Its fields are ordered widest first (128 bytes rather than 144): the engine keeps one for every source an
+    /// accessory lists.
     struct SourceEntry: Sendable {
         let address: BluetoothAddress
-        var activity: Activity = .idle
         /// When it last became active.
         var activeSince: Timestamp = .zero
         var lastReportSequence: UInt64 = 0
-        /// The slot of the accessory it is routed to (rule 3).
-        var routedAccessory: Int?
-        /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
-        var inForce: AccessoryID?
-        /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
-        var reportedRoute = false
-        /// Rule 5's memory, for rule 4.
-        var pausedByTakeOff: PausedPlayback?
-        /// Commands that could not be sent, in order, until ``RoutingEngine/reconcile(at:)``.
-        var owed: [SwitchCommand] = []
         /// Where its count of commands stands (its next command takes the next number).
         var commandSequence: UInt64
         /// The sequence of the last command issued to it since the engine started keeping it (0: none).
         var lastIssued: UInt64 = 0
+        /// Commands that could not be sent, in order, until ``RoutingEngine/reconcile(at:)``.
+        var owed: [SwitchCommand] = []
         /// The slots of the accessories that list it (its candidate accessories).
-        var listedBy: [Int] = []
+        var listedBy = SlotList()
+        /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
+        var inForce: AccessoryID?
+        /// Rule 5's memory, for rule 4.
+        var pausedByTakeOff: PausedPlayback?
+        /// The slot of the accessory it is routed to (rule 3).
+        var routedAccessory: Int?
+        var activity: Activity = .idle
+        /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
+        var reportedRoute = false
 
         init(address: BluetoothAddress, commandSequence: UInt64) {
             self.address = address
