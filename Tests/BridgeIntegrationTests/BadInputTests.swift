@@ -175,17 +175,23 @@ import TestSupport
             let counter = testCase.counter
             let before = Self.count(metrics, counter)
             let logLines = logs.all.count
+            // The result topic's count before publishing: read after, a fast answer would already be in it.
+            let resultTopic = (try? Topic(parsing: testCase.topic, under: .default)).flatMap { topic in
+                if case .telemetry(let hubID, let accessoryID) = topic {
+                    Topic.result(hub: hubID, accessory: accessoryID).name(under: .default)
+                } else {
+                    nil
+                }
+            }
+            let resultsBefore = resultTopic.map { hub.messages(on: $0).count } ?? 0
 
             try hub.client.publish(
                 MQTTMessage(
                     topic: testCase.topic, payload: testCase.payload,
                     properties: MQTTProperties(contentType: testCase.contentType)))
 
-            if let error = testCase.error, let accessory = try? Topic(parsing: testCase.topic, under: .default),
-                case .telemetry(let hubID, let accessoryID) = accessory
-            {
-                let resultTopic = Topic.result(hub: hubID, accessory: accessoryID).name(under: .default)
-                let result = try await hub.waitFor(hub.messages(on: resultTopic).count + 1, on: resultTopic).last!
+            if let error = testCase.error, let resultTopic {
+                let result = try await hub.waitFor(resultsBefore + 1, on: resultTopic).last!
                 let format = try PayloadFormat.detect(contentType: result.properties.contentType, payload: result.payload)
                 let decoded = try Self.codec.decode(Audioaccessory_V1_RequestResult.self, from: result.payload, format: format)
                 #expect(decoded.error.code == error, "\(testCase.name): \(decoded.message)")

@@ -259,7 +259,9 @@ import TestSupport
             // QoS 1 may deliver a command twice across the restart: the same command id.
             var seen = Set<String>()
             let unique = list.filter { seen.insert($0.commandID).inserted }
-            #expect(unique.count == expected, "\(source): \(unique.count) commands")
+            #expect(
+                unique.count == expected,
+                "\(source): \(unique.count) commands: \(unique.map { "\($0.sequence) \($0.action) \($0.reason)" })")
             let sequences = unique.map(\.sequence).sorted()
             #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 + 1 }, "\(source): a sequence was skipped")
             #expect(unique.last?.action == .pause)
