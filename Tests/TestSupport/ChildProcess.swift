@@ -92,9 +92,15 @@ public final class ChildProcess: Sendable {
         return true
     }
 
-    /// Suspends until the process has ended.
-    public func exit() async throws -> Int32 {
+    /// Suspends until the process has ended; after `timeout`, kills it and throws, so that a test waiting for a
+    /// process that waits for something that never comes fails instead of hanging.
+    public func exit(timeout: Duration = .seconds(60)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
         while isRunning {
+            guard ContinuousClock.now < deadline else {
+                signal(SIGKILL)
+                throw MosquittoBrokerError("\(executable) did not exit within \(timeout): killed")
+            }
             try await Task.sleep(for: .milliseconds(5))
         }
         return exitCode ?? -1
