@@ -37,9 +37,8 @@ read -ra relay_args <<<"${RELAY_ARGS:-}"
 read -ra bridge_args <<<"${BRIDGE_ARGS:-}"
 perf=${PERF:-0}
 perf_dir=${PERF_DIR:-.build-e2e/perf}
-for bin in "$relay_bin" "$loadgen_bin" "$bridge_bin"; do
-    [ -x "$bin" ] || { echo "bench-e2e: $bin is missing: run \`make bench-e2e\`" >&2; exit 2; }
-done
+. scripts/lib/bench.sh
+require_built bench-e2e bench-e2e "$relay_bin" "$loadgen_bin" "$bridge_bin"
 
 . scripts/lib/broker.sh
 work=$(mktemp -d)

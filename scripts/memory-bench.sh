@@ -11,16 +11,13 @@ cd "$(dirname "$0")/.."
 counts=(${COUNTS:-100000 1000000})
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
-for bin in "$bridge_bin" "$loadgen_bin"; do
-    [ -x "$bin" ] || { echo "memory-bench: $bin is missing: run \`make bench-memory\`" >&2; exit 2; }
-done
+. scripts/lib/bench.sh
+require_built memory-bench bench-memory "$bridge_bin" "$loadgen_bin"
 . scripts/lib/broker.sh
 work=$(mktemp -d)
 bridge=
 broker_pid=
 trap 'kill $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 declare -A running rebuilt seconds
 for count in "${counts[@]}"; do

@@ -8,9 +8,8 @@ cd "$(dirname "$0")/.."
 accessories=${1:-100000}
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
-for bin in "$bridge_bin" "$loadgen_bin"; do
-    [ -x "$bin" ] || { echo "rebuild-bench: $bin is missing: run \`make bench-rebuild\`" >&2; exit 2; }
-done
+. scripts/lib/bench.sh
+require_built rebuild-bench bench-rebuild "$bridge_bin" "$loadgen_bin"
 
 . scripts/lib/broker.sh
 work=$(mktemp -d)

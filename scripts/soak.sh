@@ -12,17 +12,14 @@ rate=${RATE:-1000}
 accessories=${ACCESSORIES:-1000}
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
-for bin in "$bridge_bin" "$loadgen_bin"; do
-    [ -x "$bin" ] || { echo "soak: $bin is missing: run \`make soak\`" >&2; exit 2; }
-done
+. scripts/lib/bench.sh
+require_built soak soak "$bridge_bin" "$loadgen_bin"
 . scripts/lib/broker.sh
 work=$(mktemp -d)
 bridge=
 broker_pid=
 load=
 trap 'kill $load $bridge $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 start_broker 18920 "$work" "$work/broker.log"
 "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id soak-bridge --log-level warning \
