@@ -130,10 +130,6 @@ if memoryMode {
         count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher(), time: ManualTime())
     for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
     let bytes = residentBytes() - before
-    if CommandLine.arguments.contains("--malloc-stats") {
-        typealias MallocStats = @convention(c) () -> Void
-        unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_stats"), to: MallocStats.self)()
-    }
     withExtendedLifetime(processor) {
         print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
     }

@@ -116,11 +116,8 @@ public final class MosquittoBroker: Sendable {
         guard let running = (process.withLock { process in defer { process = nil }; return process }) else { return }
         Self.end(running.watchdog)
         running.broker.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while running.broker.isRunning, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        if running.broker.isRunning { Self.end(running.broker) }
+        // On timeout, exit(timeout:) kills it; end reaps it.
+        if (try? await running.broker.exit(timeout: .seconds(5))) == nil { Self.end(running.broker) }
     }
 
     /// ``stop()`` for deinit, which cannot await.
