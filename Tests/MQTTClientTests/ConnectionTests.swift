@@ -44,6 +44,35 @@ struct ConnectionTests {
         )
     }
 
+    /// A QoS 1 message the broker never acknowledged goes out again after reconnecting, and one published while the
+    /// client was disconnected goes out behind it, not before: MQTT keeps a client's messages in order, and a hub's
+    /// sequence numbers rely on it.
+    @Test func aMessageInFlightWhenTheConnectionBrokeStaysAheadOfLaterOnes() async throws {
+        let broker = try await MosquittoBroker()
+        // Slow to reconnect, so that a subscriber is in place on the restarted broker first.
+        let publisher = try TestClient(broker) {
+            $0.reconnectDelay = .seconds(2)
+            $0.maximumReconnectDelay = .seconds(2)
+        }
+        try await publisher.connect()
+
+        broker.signal(SIGSTOP)  // "first" reaches the broker's socket, and is never acknowledged
+        try publisher.client.publish(MQTTMessage(topic: "order/first", payload: Array("1".utf8), qos: .atLeastOnce))
+        try await Task.sleep(for: .milliseconds(200))
+        broker.kill()
+        try await publisher.inbox.waitForEvents { $0.lostConnectionError != nil }
+        try publisher.client.publish(MQTTMessage(topic: "order/second", payload: Array("2".utf8), qos: .atLeastOnce))
+        #expect(publisher.client.pendingMessages == 1, "it waits for the connection, behind \"first\"")
+
+        try await broker.restart()
+        let subscriber = try TestClient(broker)
+        try await subscriber.connect()
+        try await subscriber.subscribe("order/#")
+        #expect(!publisher.client.isConnected, "the subscriber was in place before the publisher came back")
+        let received = try await subscriber.inbox.waitForMessages(count: 2)
+        #expect(received.map(\.topic) == ["order/first", "order/second"])
+    }
+
     @Test func connectsOnceTheBrokerStartsWhenItWasDownAtStart() async throws {
         let broker = try await MosquittoBroker()
         await broker.stop()

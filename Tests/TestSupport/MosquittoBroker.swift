@@ -141,6 +141,12 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
+    /// Sends `signal` to the broker: SIGSTOP freezes it (connections stay open, nothing is read or answered), SIGCONT
+    /// lets it go on.
+    public func signal(_ signal: Int32) {
+        process.withLock { $0?.broker.signal(signal) }
+    }
+
     /// Stops the broker if it runs and starts it again on the same port, with the same persistence directory.
     public func restart() async throws {
         await stop()

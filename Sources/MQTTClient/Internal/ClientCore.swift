@@ -24,9 +24,12 @@ struct MosquittoHandle: @unchecked Sendable {
 // orders the write before everything the thread does), and read only on that thread, and by release() after it ended.
 // `thread` is written by the network thread first thing and only compared with the caller's thread after that: a
 // thread that reads it while it is being written is not the network thread, and reads a value that is not its own.
+// `connack` is read and written on the network thread only.
 final class LoopContext: @unchecked Sendable {
     var handler: (any MQTTClientHandler)?
     var thread: pthread_t?
+    /// The flags of a CONNACK success whose handling in libmosquitto is not over (see `ClientCore.finishConnecting()`).
+    var connack: Int32?
 
     /// Whether the caller is the network thread.
     var isCurrent: Bool {
@@ -140,14 +143,20 @@ final class ClientCore: Sendable {
         }
         mosquitto_message_v5_callback_set(pointer) { _, userdata, message, properties in
             guard let message else { return }
-            ClientCore.from(userdata).received(message.pointee, properties)
+            let core = ClientCore.from(userdata)
+            core.finishConnecting()
+            core.received(message.pointee, properties)
         }
         mosquitto_subscribe_v5_callback_set(pointer) { _, userdata, mid, count, codes, _ in
             let copied = codes.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
-            ClientCore.from(userdata).subscribeAcknowledged(mid: mid, codes: copied)
+            let core = ClientCore.from(userdata)
+            core.finishConnecting()
+            core.subscribeAcknowledged(mid: mid, codes: copied)
         }
         mosquitto_publish_v5_callback_set(pointer) { _, userdata, mid, reason, _ in
-            ClientCore.from(userdata).published(mid: mid, reason: reason)
+            let core = ClientCore.from(userdata)
+            core.finishConnecting()
+            core.published(mid: mid, reason: reason)
         }
         // libmosquitto formats a log line for every packet when a log callback is set, whatever its level: only when
         // those lines would be logged (measured: 2% of the bridge's time under load).
@@ -168,8 +177,8 @@ final class ClientCore: Sendable {
             onEvent(.connectionRefused(error))
             return
         }
+        loop.connack = flags
         let subscriptions = state.withLock { state in
-            state.isConnected = true
             state.connectedSinceBackoff = true
             state.pendingSubscribes.removeAll()
             state.earlySubacks.removeAll()
@@ -187,16 +196,30 @@ final class ClientCore: Sendable {
                 )
             }
         }
-        // Only now are waiters released: what they publish next goes out behind these SUBSCRIBEs, so a message
-        // published to a filter subscribed before `start()` comes back (the bridge's rebuild marker relies on it).
-        let waiters = state.withLock { state in
+        // The rest waits for finishConnecting(): after this callback returns, libmosquitto sends again the messages
+        // that were in flight when the last connection ended, and nothing published later may overtake them.
+    }
+
+    /// Opens the connection to everything else once libmosquitto's handling of a CONNACK is over — it then queued
+    /// again the messages that were in flight — at the first callback or turn of the loop after it: the client counts
+    /// as connected, waiters are released, the handler hears of it, and what waited leaves. MQTT keeps a client's
+    /// messages in order only if this comes after those: a hub's message sent while the broker was away would
+    /// otherwise reach it behind the next one, and be refused as out of order.
+    private func finishConnecting() {
+        guard let flags = loop.connack else { return }
+        loop.connack = nil
+        // Waiters are released after the SUBSCRIBEs of the CONNACK's callback: what they publish next goes out behind
+        // them, so a message published to a filter subscribed before `start()` comes back (the bridge's rebuild
+        // marker relies on it).
+        let (subscriptions, waiters) = state.withLock { state in
+            state.isConnected = true
             state.hasConnected = true
-            return state.connectionWaiters.removeAll()
+            return (state.subscriptions.count, state.connectionWaiters.removeAll())
         }
         let sessionPresent = flags & 1 != 0
         logger.info(
             "MQTT connected",
-            metadata: ["mqtt.session_present": "\(sessionPresent)", "mqtt.subscriptions": "\(subscriptions.count)"]
+            metadata: ["mqtt.session_present": "\(sessionPresent)", "mqtt.subscriptions": "\(subscriptions)"]
         )
         onEvent(.connected(sessionPresent: sessionPresent))
         for waiter in waiters { waiter.resume(returning: .success(())) }
@@ -205,6 +228,7 @@ final class ClientCore: Sendable {
     }
 
     private func disconnected(code: Int32) {
+        loop.connack = nil
         let (wasConnected, requested, drained) = state.withLock { state in
             defer { state.isConnected = false }
             // Nothing is acknowledged without a connection: whoever waits for that stops waiting.
@@ -350,6 +374,7 @@ final class ClientCore: Sendable {
         var rc = MosquittoLibrary.success
         while rc == MosquittoLibrary.success {
             rc = serviceOnce(pointer, timeout: loopTimeoutMilliseconds())
+            if rc == MosquittoLibrary.success { finishConnecting() }
             wakeHandlerIfDue()
             guard rc == MosquittoLibrary.success, stopRequested else { continue }
             if let stopDeadline {
@@ -363,6 +388,7 @@ final class ClientCore: Sendable {
             }
         }
         // A connection that ended without libmosquitto's disconnect callback still counts as ended.
+        loop.connack = nil
         let stale = state.withLock { state in
             defer { state.isConnected = false }
             return state.isConnected && !state.stopRequested

@@ -21,7 +21,8 @@ struct ClientState {
     }
 
     var lifecycle: Lifecycle = .idle
-    /// Between CONNACK success and the end of that connection.
+    /// From just after a CONNACK success was handled (see ``ClientCore``'s `finishConnecting()`) to the end of that
+    /// connection.
     var isConnected = false
     /// Whether any CONNACK success happened since ``MQTTClient/start()``.
     var hasConnected = false
