@@ -3,7 +3,9 @@ import AccessoryModel
 /// Every accessory the bridge knows, in a dense array found through one index, and which accessories each hub has
 /// (so that a hub's status touches only its own).
 struct AccessoryStore: Sendable {
-    private var slots: [AccessoryID: Int] = [:]
+    /// Finds an id's slot in ``accessories``, which holds the ids (about 8 bytes per accessory, where a dictionary
+    /// from id to slot takes about 50).
+    private var index = SlotIndex()
     private var accessories: [Accessory] = []
     /// The slots of each hub's accessories (4 bytes each, where an id takes 16).
     private var byHub: [HubID: [Int32]] = [:]
@@ -11,7 +13,7 @@ struct AccessoryStore: Sendable {
     var count: Int { accessories.count }
 
     subscript(id: AccessoryID) -> Accessory? {
-        slots[id].map { accessories[$0] }
+        slot(of: id).map { accessories[$0] }
     }
 
     /// Every accessory, in no particular order.
@@ -24,11 +26,12 @@ struct AccessoryStore: Sendable {
 
     /// Adds `accessory`, or replaces the one with its id.
     mutating func save(_ accessory: Accessory) {
-        guard let slot = slots[accessory.id] else {
+        guard let slot = slot(of: accessory.id) else {
             precondition(accessories.count < Int32.max, "too many accessories for one store")
-            slots[accessory.id] = accessories.count
-            byHub[accessory.hub, default: []].append(Int32(accessories.count))
+            let slot = accessories.count
             accessories.append(accessory)
+            index.insert(slot, of: accessories)
+            byHub[accessory.hub, default: []].append(Int32(slot))
             return
         }
         let previousHub = accessories[slot].hub
@@ -37,6 +40,10 @@ struct AccessoryStore: Sendable {
             forget(slot, of: previousHub)
             byHub[accessory.hub, default: []].append(Int32(slot))
         }
+    }
+
+    private func slot(of id: AccessoryID) -> Int? {
+        index.slot(of: id, in: accessories)
     }
 
     private mutating func forget(_ slot: Int, of hub: HubID) {

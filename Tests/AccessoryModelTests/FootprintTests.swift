@@ -9,8 +9,8 @@ import Testing
         #expect(MemoryLayout<SourcePair>.stride == 16)
         #expect(MemoryLayout<Accessory>.stride == 184)
         #expect(MemoryLayout<RoutingAccessory>.stride == 56)
-        #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 88)
-        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 128)
+        #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 72)
+        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 80)
         #expect(MemoryLayout<SlotList>.stride == 16)
     }
 

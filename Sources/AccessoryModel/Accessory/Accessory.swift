@@ -70,7 +70,9 @@ public struct Accessory: Hashable, Sendable {
     }
 }
 
-extension Accessory {
+extension Accessory: SlotIndexed {
+    package var indexKey: AccessoryID { id }
+
     /// The hub whose telemetry may change this accessory: the one that paired it, until it unpairs it. An unpaired
     /// accessory belongs to no hub: any hub may pair it (that is how an accessory moves to another hub).
     public var owner: HubID? { registration == .unpaired ? nil : hub }

@@ -71,18 +71,21 @@ public struct RoutingEngine: Sendable {
     /// `policy.interruptionWindow` in milliseconds.
     private let interruptionWindow: Int64
 
-    // Accessories and sources live in dense arrays, found through one hash lookup per event; everything else refers
+    // Accessories and sources live in dense arrays, found through one index lookup per event; everything else refers
     // to them by slot. An entry that is no longer needed is removed by moving the last one into its slot.
-    private var accessorySlots: [AccessoryID: Int] = [:]
+    private var accessoryIndex = SlotIndex()
     private var accessories: [AccessoryEntry] = []
-    private var sourceSlots: [BluetoothAddress: Int] = [:]
+    private var sourceIndex = SlotIndex()
     private var sources: [SourceEntry] = []
     /// Rule 5 pauses in the order they expire (lazily pruned).
     private var expiries = ExpiryQueue()
     /// The highest command sequence issued, where a new source's count starts.
     private var highestCommandSequence: UInt64
-    /// Sources owed a command that could not be sent.
-    private var owing: Set<BluetoothAddress> = []
+    // What only a few sources have at a time lives beside their entries, not in each of them.
+    /// Per source, the commands that could not be sent, in order, until ``reconcile(at:)``.
+    private var owed: [BluetoothAddress: [SwitchCommand]] = [:]
+    /// Rule 5's memory, for rule 4: the sources paused by a take-off, while their resume window is open.
+    private var pausedByTakeOff: [BluetoothAddress: PausedPlayback] = [:]
     /// Rule 11's memory: per accessory, the sources calls displaced from it, oldest first. Only while calls last.
     private var interruptions: [AccessoryID: [Interruption]] = [:]
 
@@ -99,12 +102,12 @@ public struct RoutingEngine: Sendable {
 
     /// The source routed to `accessory`, if any.
     public func routedSource(for accessory: AccessoryID) -> BluetoothAddress? {
-        accessorySlots[accessory].flatMap { accessories[$0].routedSource }.map { sources[$0].address }
+        kept(accessory).flatMap { accessories[$0].routedSource }.map { sources[$0].address }
     }
 
     /// The last activity `source` reported (idle when it never did, or when the engine no longer keeps it).
     public func activity(of source: BluetoothAddress) -> Activity {
-        sourceSlots[source].map { sources[$0].activity } ?? .idle
+        kept(source).map { sources[$0].activity } ?? .idle
     }
 
     /// Every route, source to accessory.
@@ -145,15 +148,13 @@ public struct RoutingEngine: Sendable {
         }
         let slot: Int
         let previousView: RoutingAccessory?
-        if let known = accessorySlots[view.id] {
+        if let known = kept(view.id) {
             slot = known
             previousView = accessories[slot].view
             accessories[slot].view = view
         } else if view.takesPart {
-            slot = accessories.count
+            slot = addAccessory(view)
             previousView = nil
-            accessorySlots[view.id] = slot
-            accessories.append(AccessoryEntry(view: view))
         } else {
             // Rule 1: an accessory that takes no part is none of routing's business.
             output.nextDeadline = nextDeadline
@@ -256,10 +257,10 @@ public struct RoutingEngine: Sendable {
         if becameActive {
             sources[source].activeSince = now
             // The device plays again on its own: a rule 5 pause is no longer waiting to be resumed.
-            sources[source].pausedByTakeOff = nil
+            pausedByTakeOff[sources[source].address] = nil
         }
 
-        if let reported = reportedRoute, let accessory = accessorySlots[reported],
+        if let reported = reportedRoute, let accessory = kept(reported),
             sources[source].routedAccessory != accessory
         {
             adoptReportedRoute(of: source, to: accessory, into: &output)
@@ -276,12 +277,11 @@ public struct RoutingEngine: Sendable {
     /// device still has what it had: the command no longer counts as in force (rule 9), and it is owed until
     /// ``reconcile(at:)``. Report commands in the order they were issued.
     public mutating func commandNotSent(_ command: SwitchCommand) {
-        guard let source = sourceSlots[command.source] else { return }
+        guard let source = kept(command.source) else { return }
         // What the device has is unknown now, which rule 9 treats as "nothing": the next ROUTE is sent, and no PAUSE
         // or RELEASE off an accessory the device may not have.
         sources[source].inForce = nil
-        sources[source].owed.append(command)
-        owing.insert(command.source)
+        owed[command.source, default: []].append(command)
     }
 
     /// Sends again the owed commands that still agree with the routes (a ROUTE or RESUME to the accessory the source
@@ -289,11 +289,11 @@ public struct RoutingEngine: Sendable {
     /// The bridge calls it when its broker connection is back.
     public mutating func reconcile(at now: Timestamp) -> RoutingOutput {
         var output = RoutingOutput()
-        for address in owing.sorted() {
-            guard let source = sourceSlots[address] else { continue }
-            let owed = sources[source].owed
-            sources[source].owed = []
-            for command in owed {
+        let owedNow = owed
+        owed = [:]
+        for (address, commands) in owedNow.sorted(by: { $0.key < $1.key }) {
+            guard let source = kept(address) else { continue }
+            for command in commands {
                 let routed = sources[source].routedAccessory.map { accessories[$0].view.id }
                 let stillTrue =
                     switch command.action {
@@ -310,7 +310,6 @@ public struct RoutingEngine: Sendable {
                     into: &output)
             }
         }
-        owing.removeAll()
         for address in Set(output.commands.map(\.source)) { pruneSource(address) }
         output.nextDeadline = nextDeadline
         return output
@@ -325,14 +324,12 @@ public struct RoutingEngine: Sendable {
         if !view.takesPart {
             // Rule 1: none of routing's business (a second retained state of the same accessory changes nothing).
             return
-        } else if let known = accessorySlots[view.id] {
+        } else if let known = kept(view.id) {
             slot = known
             updateListings(of: slot, from: accessories[slot].view.sources, to: view.sources)
             accessories[slot].view = view
         } else {
-            slot = accessories.count
-            accessorySlots[view.id] = slot
-            accessories.append(AccessoryEntry(view: view))
+            slot = addAccessory(view)
             updateListings(of: slot, from: [], to: view.sources)
         }
         accessories[slot].wornSince = view.isWorn ? now : nil
@@ -378,10 +375,8 @@ public struct RoutingEngine: Sendable {
     public mutating func tick(at now: Timestamp) -> RoutingOutput {
         while let next = expiries.first, next.expiresAt <= now {
             expiries.removeFirst()
-            if let source = sourceSlots[next.source], let paused = sources[source].pausedByTakeOff,
-                paused.at.advanced(byMilliseconds: resumeWindow) <= now
-            {
-                sources[source].pausedByTakeOff = nil
+            if let paused = pausedByTakeOff[next.source], paused.at.advanced(byMilliseconds: resumeWindow) <= now {
+                pausedByTakeOff[next.source] = nil
                 pruneSource(next.source)
             }
         }
@@ -398,7 +393,7 @@ public struct RoutingEngine: Sendable {
         let resume = resumable(source, on: accessory, at: now)
         route(source, to: accessory, reason: .putOn, at: now, into: &output)
         if resume {
-            sources[source].pausedByTakeOff = nil
+            pausedByTakeOff[sources[source].address] = nil
             issue(.resume, to: source, accessory: accessories[accessory].view.id, reason: .putOn, at: now,
                 into: &output)
         }
@@ -462,9 +457,9 @@ public struct RoutingEngine: Sendable {
         var best: (source: Int, priority: Int, since: Timestamp)?
         // Every listed source has a slot: updateListings gave it one.
         for address in accessories[accessory].view.sources {
-            guard let source = sourceSlots[address], filter(source) else { continue }
+            guard let source = kept(address), filter(source) else { continue }
             var activity = sources[source].activity
-            if countingPauses, resumable(source, on: accessory, at: now), let paused = sources[source].pausedByTakeOff,
+            if countingPauses, resumable(source, on: accessory, at: now), let paused = pausedByTakeOff[address],
                 paused.activity.priority > activity.priority
             {
                 activity = paused.activity
@@ -479,7 +474,7 @@ public struct RoutingEngine: Sendable {
 
     /// Whether rule 5 paused `source` off `accessory` within the resume window.
     private func resumable(_ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
-        guard let paused = sources[source].pausedByTakeOff else { return false }
+        guard let paused = pausedByTakeOff[sources[source].address] else { return false }
         return paused.accessory == accessories[accessory].view.id
             && now <= paused.at.advanced(byMilliseconds: resumeWindow)
     }
@@ -537,7 +532,7 @@ public struct RoutingEngine: Sendable {
         interruptions[id] = nil
         guard accessories[accessory].view.isWorn, accessories[accessory].routedSource == nil else { return false }
         while let entry = stack.popLast() {
-            guard let source = sourceSlots[entry.displaced], canResume(entry, source, on: accessory, at: now) else {
+            guard let source = kept(entry.displaced), canResume(entry, source, on: accessory, at: now) else {
                 continue
             }
             if !stack.isEmpty { interruptions[id] = stack }
@@ -585,7 +580,7 @@ public struct RoutingEngine: Sendable {
     }
 
     private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
-        sources[source].pausedByTakeOff = PausedPlayback(
+        pausedByTakeOff[sources[source].address] = PausedPlayback(
             accessory: accessories[accessory].view.id, at: now, activity: sources[source].activity)
         expiries.append(source: sources[source].address, expiresAt: now.advanced(byMilliseconds: resumeWindow))
     }
@@ -598,21 +593,39 @@ public struct RoutingEngine: Sendable {
         let sequence = sources[source].commandSequence
         sources[source].lastIssued = sequence
         highestCommandSequence = max(highestCommandSequence, sequence)
-        // A new decision supersedes what was owed: it was made knowing those commands did not go out.
-        sources[source].owed = []
         let address = sources[source].address
+        // A new decision supersedes what was owed: it was made knowing those commands did not go out.
+        owed[address] = nil
         output.commands.append(
             SwitchCommand(
                 id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
                 accessoryID: accessory, action: action, reason: reason, issuedAt: now))
     }
 
+    /// The slot of accessory `id`, when the engine keeps it.
+    private func kept(_ id: AccessoryID) -> Int? {
+        accessoryIndex.slot(of: id, in: accessories)
+    }
+
+    /// The slot of `address`, when the engine keeps it.
+    private func kept(_ address: BluetoothAddress) -> Int? {
+        sourceIndex.slot(of: address, in: sources)
+    }
+
     /// The slot of `address`, created on first sight.
     private mutating func sourceSlot(_ address: BluetoothAddress) -> Int {
-        if let slot = sourceSlots[address] { return slot }
+        if let slot = kept(address) { return slot }
         let slot = sources.count
-        sourceSlots[address] = slot
         sources.append(SourceEntry(address: address, commandSequence: highestCommandSequence))
+        sourceIndex.insert(slot, of: sources)
+        return slot
+    }
+
+    /// Keeps a new accessory; returns its slot.
+    private mutating func addAccessory(_ view: RoutingAccessory) -> Int {
+        let slot = accessories.count
+        accessories.append(AccessoryEntry(view: view))
+        accessoryIndex.insert(slot, of: accessories)
         return slot
     }
 
@@ -628,7 +641,7 @@ public struct RoutingEngine: Sendable {
     /// Rule 12: forgets `id` without a command. Its route, if any, stays in force on the device (rule 9 keeps
     /// knowing it), but the engine no longer counts it as its own.
     private mutating func letGo(of id: AccessoryID, into output: inout RoutingOutput) {
-        guard let slot = accessorySlots[id] else { return }
+        guard let slot = kept(id) else { return }
         if let source = accessories[slot].routedSource {
             sources[source].routedAccessory = nil
             accessories[slot].routedSource = nil
@@ -643,15 +656,15 @@ public struct RoutingEngine: Sendable {
     private mutating func removeAccessory(at slot: Int) {
         precondition(accessories[slot].routedSource == nil, "an accessory is unrouted before it is forgotten")
         updateListings(of: slot, from: accessories[slot].view.sources, to: [])
-        accessorySlots[accessories[slot].view.id] = nil
+        accessoryIndex.remove(slot, of: accessories)
         interruptions[accessories[slot].view.id] = nil
         let last = accessories.count - 1
         if slot != last {
             let moved = accessories[last]
             accessories[slot] = moved
-            accessorySlots[moved.view.id] = slot
+            accessoryIndex.move(from: last, to: slot, of: accessories)
             for address in moved.view.sources {
-                let source = sourceSlots[address]!
+                let source = kept(address)!
                 sources[source].listedBy.replace(last, with: slot)
             }
             if let source = moved.routedSource {
@@ -666,17 +679,17 @@ public struct RoutingEngine: Sendable {
     /// nothing. What it reported last is lost with it; its retained state comes back after a restart, and a device
     /// reports again when it plays.
     private mutating func pruneSource(_ address: BluetoothAddress) {
-        guard let slot = sourceSlots[address] else { return }
+        guard let slot = kept(address) else { return }
         let entry = sources[slot]
         guard entry.listedBy.isEmpty, entry.routedAccessory == nil, !entry.activity.isActive, entry.inForce == nil,
-            entry.pausedByTakeOff == nil, entry.owed.isEmpty
+            pausedByTakeOff[address] == nil, owed[address] == nil
         else { return }
-        sourceSlots[address] = nil
+        sourceIndex.remove(slot, of: sources)
         let last = sources.count - 1
         if slot != last {
             let moved = sources[last]
             sources[slot] = moved
-            sourceSlots[moved.address] = slot
+            sourceIndex.move(from: last, to: slot, of: sources)
             if let accessory = moved.routedAccessory {
                 accessories[accessory].routedSource = slot
             }
@@ -686,17 +699,18 @@ public struct RoutingEngine: Sendable {
 }
 
 extension RoutingEngine {
-    struct AccessoryEntry: Sendable {
+    struct AccessoryEntry: SlotIndexed, Sendable {
         var view: RoutingAccessory
+        var indexKey: AccessoryID { view.id }
         /// When it last became worn; `nil` while not worn.
         var wornSince: Timestamp?
         /// The slot of the source routed to it.
-        var routedSource: Int?
+        @OptionalSlot var routedSource: Int? = nil
     }
 
-    /// Its fields are ordered widest first (128 bytes rather than 144): the engine keeps one for every source an
-    /// accessory lists.
-    struct SourceEntry: Sendable {
+    /// Its fields are ordered widest first (80 bytes rather than 96), and what few sources have at a time (commands
+    /// owed, a rule 5 pause) lives beside it: the engine keeps one for every source an accessory lists.
+    struct SourceEntry: SlotIndexed, Sendable {
         let address: BluetoothAddress
         /// When it last became active.
         var activeSince: Timestamp = .zero
@@ -705,19 +719,17 @@ extension RoutingEngine {
         var commandSequence: UInt64
         /// The sequence of the last command issued to it since the engine started keeping it (0: none).
         var lastIssued: UInt64 = 0
-        /// Commands that could not be sent, in order, until ``RoutingEngine/reconcile(at:)``.
-        var owed: [SwitchCommand] = []
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy = SlotList()
         /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
         var inForce: AccessoryID?
-        /// Rule 5's memory, for rule 4.
-        var pausedByTakeOff: PausedPlayback?
         /// The slot of the accessory it is routed to (rule 3).
-        var routedAccessory: Int?
+        @OptionalSlot var routedAccessory: Int? = nil
         var activity: Activity = .idle
         /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
         var reportedRoute = false
+
+        var indexKey: BluetoothAddress { address }
 
         init(address: BluetoothAddress, commandSequence: UInt64) {
             self.address = address
