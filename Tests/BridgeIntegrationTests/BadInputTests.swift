@@ -201,8 +201,11 @@ import TestSupport
                 try await Self.waitUntil { Self.count(metrics, counter) > before }
             }
             #expect(Self.count(metrics, counter) == before + 1, "\(testCase.name): \(counter)")
+            // The log line may follow the counter or the answer by a moment.
+            let logged = { logs.all.dropFirst(logLines).contains { $0.contains("mqtt.topic=\(testCase.topic)") } }
+            try await Self.waitUntil(logged)
             #expect(
-                logs.all.dropFirst(logLines).contains { $0.contains("mqtt.topic=\(testCase.topic)") },
+                logged(),
                 "\(testCase.name): a log line with the topic; got \(logs.all.dropFirst(logLines))")
             #expect(stateTopics.map { hub.messages(on: $0).count } == states, "\(testCase.name) changed a state")
             #expect(hub.messages(on: commandsTopic).count == commands, "\(testCase.name) caused a command")
