@@ -1,53 +1,92 @@
 import AccessoryModel
 
 /// Every accessory the bridge knows, in a dense array found through one index, and which accessories each hub has
-/// (so that a hub's status touches only its own).
+/// (so that a hub's status touches only its own). Accessories are kept compact (``StoredAccessory``) and converted
+/// as they are read and saved.
 struct AccessoryStore: Sendable {
     /// Finds an id's slot in ``accessories``, which holds the ids (about 8 bytes per accessory, where a dictionary
     /// from id to slot takes about 50).
     private var index = SlotIndex()
-    private var accessories: [Accessory] = []
-    /// The slots of each hub's accessories (4 bytes each, where an id takes 16).
-    private var byHub: [HubID: [Int32]] = [:]
+    private var accessories: [StoredAccessory] = []
+    /// The hubs accessories were paired with, numbered in the order they appeared (few: a hub has many accessories).
+    private var hubs: [HubID] = []
+    private var hubNumbers: [HubID: Int32] = [:]
+    /// The slots of each hub's accessories, by hub number (4 bytes each, where an id takes 16).
+    private var byHub: [[Int32]] = []
+    // What few accessories have, by slot (see StoredAccessory.extras).
+    private var lastErrors: [Int32: AccessoryControlError] = [:]
+    private var diagnostics: [Int32: [Diagnostic]] = [:]
+    private var configurations: [Int32: Configuration] = [:]
 
     var count: Int { accessories.count }
 
     subscript(id: AccessoryID) -> Accessory? {
-        slot(of: id).map { accessories[$0] }
+        index.slot(of: id, in: accessories).map(accessory(at:))
     }
 
-    /// Every accessory, in no particular order.
-    var all: [Accessory] { accessories }
+    /// Every accessory, in no particular order, made as it is read.
+    var all: some Sequence<Accessory> {
+        accessories.indices.lazy.map(accessory(at:))
+    }
 
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
-        (byHub[hub] ?? []).map { accessories[Int($0)].id }
+        guard let number = hubNumbers[hub] else { return [] }
+        return byHub[Int(number)].map { accessories[Int($0)].id }
     }
 
     /// Adds `accessory`, or replaces the one with its id.
     mutating func save(_ accessory: Accessory) {
-        guard let slot = slot(of: accessory.id) else {
+        let hub = number(of: accessory.hub)
+        let stored = StoredAccessory(accessory, hub: hub)
+        let slot: Int
+        var previousExtras: StoredAccessory.Extras = []
+        if let known = index.slot(of: accessory.id, in: accessories) {
+            slot = known
+            previousExtras = accessories[slot].extras
+            let previousHub = accessories[slot].hub
+            accessories[slot] = stored
+            if previousHub != hub {
+                byHub[Int(previousHub)].removeAll { $0 == slot }
+                byHub[Int(hub)].append(Int32(slot))
+            }
+        } else {
             precondition(accessories.count < Int32.max, "too many accessories for one store")
-            let slot = accessories.count
-            accessories.append(accessory)
+            slot = accessories.count
+            accessories.append(stored)
             index.insert(slot, of: accessories)
-            byHub[accessory.hub, default: []].append(Int32(slot))
-            return
+            byHub[Int(hub)].append(Int32(slot))
         }
-        let previousHub = accessories[slot].hub
-        accessories[slot] = accessory
-        if previousHub != accessory.hub {
-            forget(slot, of: previousHub)
-            byHub[accessory.hub, default: []].append(Int32(slot))
+        // Only the tables that held or now hold something for it are touched.
+        let key = Int32(slot)
+        let touched = previousExtras.union(stored.extras)
+        if touched.contains(.lastError) { lastErrors[key] = accessory.lastError }
+        if touched.contains(.diagnostics) {
+            diagnostics[key] = stored.extras.contains(.diagnostics) ? accessory.diagnostics : nil
+        }
+        if touched.contains(.configuration) {
+            configurations[key] = stored.extras.contains(.configuration) ? accessory.configuration : nil
         }
     }
 
-    private func slot(of id: AccessoryID) -> Int? {
-        index.slot(of: id, in: accessories)
+    private func accessory(at slot: Int) -> Accessory {
+        let stored = accessories[slot]
+        let key = Int32(slot)
+        let extras = stored.extras
+        return stored.accessory(
+            hub: hubs[Int(stored.hub)],
+            lastError: extras.contains(.lastError) ? lastErrors[key] : nil,
+            diagnostics: extras.contains(.diagnostics) ? diagnostics[key] ?? [] : [],
+            configuration: extras.contains(.configuration) ? configurations[key] : nil)
     }
 
-    private mutating func forget(_ slot: Int, of hub: HubID) {
-        byHub[hub]?.removeAll { $0 == slot }
-        if byHub[hub]?.isEmpty == true { byHub[hub] = nil }
+    /// The number of `hub`, given on first sight.
+    private mutating func number(of hub: HubID) -> Int32 {
+        if let number = hubNumbers[hub] { return number }
+        let number = Int32(hubs.count)
+        hubs.append(hub)
+        hubNumbers[hub] = number
+        byHub.append([])
+        return number
     }
 }
