@@ -37,6 +37,9 @@ for count in "${counts[@]}"; do
     sleep 3
     rebuilt[$count]=$(rss_kb "$bridge")
     seconds[$count]=$(grep -o 'rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
+    # Every accessory must come back: a state the broker dropped at the restart would be lost.
+    restored=$(grep -o 'accessories=[0-9]*' "$work/restart.log" | head -1)
+    [ "$restored" = "accessories=$count" ] || { echo "memory-bench: the restart restored ${restored:-nothing}, not $count" >&2; exit 1; }
     kill -TERM "$bridge"; wait "$bridge" || true
     kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
     printf '%9d accessories: RSS running %7d kB, after a restart %7d kB (%s)\n' \
