@@ -2,7 +2,8 @@
 /// health. A value; ``AccessoryStateMachine`` is the only thing that changes it.
 public struct Accessory: Hashable, Sendable {
     // Stored in this order (the 16-byte fields first, then 8, then the 4-byte one in the optional error's tail, the
-    // one-byte ones last) so that padding costs the least: 184 bytes, not 208. A bridge keeps one for every accessory.
+    // one-byte ones last) so that padding costs the least: 184 bytes, not 208. The bridge's store keeps a compact form
+    // of it (BridgeCore's StoredAccessory, 120 bytes); this is the value the transitions work on.
     public let id: AccessoryID
     /// The hub the accessory is paired with.
     public internal(set) var hub: HubID
@@ -70,9 +71,7 @@ public struct Accessory: Hashable, Sendable {
     }
 }
 
-extension Accessory: SlotIndexed {
-    package var indexKey: AccessoryID { id }
-
+extension Accessory {
     /// The hub whose telemetry may change this accessory: the one that paired it, until it unpairs it. An unpaired
     /// accessory belongs to no hub: any hub may pair it (that is how an accessory moves to another hub).
     public var owner: HubID? { registration == .unpaired ? nil : hub }
