@@ -221,7 +221,9 @@ public struct BridgeStateMachine: Sendable {
     public mutating func restore(_ state: AccessoryState, at now: Timestamp) {
         store.save(state.accessory)
         routing.restore(RoutingAccessory(state.accessory), routedSource: state.routedSource, at: now)
-        scheduleDiagnostics(of: machine(for: state.accessory.id), before: nil)
+        // From the state itself: reading it back from the store would convert it again.
+        let machine = AccessoryStateMachine(restoring: state.accessory, policy: policy.accessory)
+        scheduleDiagnostics(of: machine, before: nil)
     }
 
     /// Takes back a playing device's retained state, before any event: nothing is sent.

@@ -156,6 +156,20 @@ import Testing
         #expect(Diagnostic(description: diagnostic.description) == diagnostic)
     }
 
+    @Test(arguments: [
+        "hub  is offline: this state may be out of date and the accessory takes no part in routing",
+        "hub h\u{e9} is offline: this state may be out of date and the accessory takes no part in routing",
+        "hub h1 is offline: this state may be out of date",
+        "registered with .placement but no placement was reported within 30 s of registering",
+        "registered with .placement but no placement was reported within thirty seconds of registering; "
+            + "report every placement change, .offHead included",
+        "registered with .audioSwitching but no audio source was reported within 2 s of registering; "
+            + "report the Bluetooth addresses of the connected sources\u{301}",
+    ])
+    func wordsThatOnlyLookLikeADiagnosticReadAsReported(_ text: String) {
+        #expect(Diagnostic(description: text) == .reported(text))
+    }
+
     @Test(arguments: [nil] + AccessoryControlError.Code.allCases.map(Optional.some))
     func requestResultsCarryTheError(_ code: AccessoryControlError.Code?) throws {
         let error = code.map { AccessoryControlError($0, reason: "because") }

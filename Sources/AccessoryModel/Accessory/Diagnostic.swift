@@ -12,48 +12,65 @@ public enum Diagnostic: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .placementNotReported(let after):
-            "registered with .placement but no placement was reported within \(after.humanReadable) of registering; "
-                + "report every placement change, .offHead included"
-        case .sourcesNotReported(let after):
-            "registered with .audioSwitching but no audio source was reported within \(after.humanReadable) of "
-                + "registering; report the Bluetooth addresses of the connected sources"
-        case .hubOffline(let hub):
-            "hub \(hub) is offline: " + Self.hubOfflineSuffix
-        case .reported(let text):
-            text
+        case .placementNotReported(let after): Self.placementNotReported.around(after.humanReadable)
+        case .sourcesNotReported(let after): Self.sourcesNotReported.around(after.humanReadable)
+        case .hubOffline(let hub): Self.hubOffline.around(hub.rawValue)
+        case .reported(let text): text
         }
     }
 
-    private static let placementPrefix = "registered with .placement but no placement was reported within "
-    private static let placementSuffix = " of registering; report every placement change, .offHead included"
-    private static let sourcesPrefix = "registered with .audioSwitching but no audio source was reported within "
-    private static let sourcesSuffix = " of registering; report the Bluetooth addresses of the connected sources"
-    private static let hubOfflineSuffix = "this state may be out of date and the accessory takes no part in routing"
+    private static let placementNotReported = Frame(
+        "registered with .placement but no placement was reported within ",
+        " of registering; report every placement change, .offHead included")
+    private static let sourcesNotReported = Frame(
+        "registered with .audioSwitching but no audio source was reported within ",
+        " of registering; report the Bluetooth addresses of the connected sources")
+    private static let hubOffline = Frame(
+        "hub ", " is offline: this state may be out of date and the accessory takes no part in routing")
 
     /// The diagnostic a ``description`` describes: the inverse of ``description``, and ``reported(_:)`` for words
     /// this version does not recognise.
     public init(description text: String) {
-        if let middle = Self.between(Self.placementPrefix, Self.placementSuffix, in: text),
-            let duration = Duration(humanReadable: middle)
-        {
+        if let middle = Self.placementNotReported.middle(of: text), let duration = Duration(humanReadable: middle) {
             self = .placementNotReported(after: duration)
-        } else if let middle = Self.between(Self.sourcesPrefix, Self.sourcesSuffix, in: text),
+        } else if let middle = Self.sourcesNotReported.middle(of: text),
             let duration = Duration(humanReadable: middle)
         {
             self = .sourcesNotReported(after: duration)
-        } else if let middle = Self.between("hub ", " is offline: " + Self.hubOfflineSuffix, in: text),
-            let hub = HubID(middle)
-        {
+        } else if let middle = Self.hubOffline.middle(of: text), let hub = HubID(middle) {
             self = .hubOffline(hub)
         } else {
             self = .reported(text)
         }
     }
 
-    private static func between(_ prefix: String, _ suffix: String, in text: String) -> String? {
-        guard text.hasPrefix(prefix), text.hasSuffix(suffix), text.count > prefix.count + suffix.count else { return nil }
-        return String(text.dropFirst(prefix.count).dropLast(suffix.count))
+    /// The fixed words of a diagnostic around its variable part.
+    private struct Frame: Sendable {
+        let prefix: String
+        let suffix: String
+        private let prefixBytes: [UInt8]
+        private let suffixBytes: [UInt8]
+
+        init(_ prefix: String, _ suffix: String) {
+            (self.prefix, self.suffix) = (prefix, suffix)
+            (prefixBytes, suffixBytes) = (Array(prefix.utf8), Array(suffix.utf8))
+        }
+
+        func around(_ middle: String) -> String { prefix + middle + suffix }
+
+        /// What lies between the prefix and the suffix in `text`, compared byte for byte (a restart parses the
+        /// diagnostics of every accessory that has some: comparing characters cost a seventh of it). Both ends are
+        /// ASCII, so the cuts fall between scalars.
+        func middle(of text: String) -> String? {
+            var text = text
+            return text.withUTF8 { bytes in
+                let end = bytes.count - suffixBytes.count
+                guard end > prefixBytes.count, bytes.prefix(prefixBytes.count).elementsEqual(prefixBytes),
+                    bytes[end...].elementsEqual(suffixBytes)
+                else { return nil }
+                return String(decoding: bytes[prefixBytes.count..<end], as: UTF8.self)
+            }
+        }
     }
 }
 

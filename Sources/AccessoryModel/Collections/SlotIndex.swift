@@ -1,5 +1,5 @@
 /// An element of a dense array that a ``SlotIndex`` finds by its key.
-package protocol SlotIndexed {
+public protocol SlotIndexed {
     associatedtype IndexKey: Hashable
     var indexKey: IndexKey { get }
 }
@@ -13,20 +13,24 @@ package protocol SlotIndexed {
 ///
 /// Linear probing, at most three quarters full; removal shifts later entries back (no tombstones), so lookups stay
 /// short however many removals there were.
-package struct SlotIndex: Sendable {
-    private static let empty: Int32 = -1
+///
+/// Public and inlinable so that an owner in another module (the bridge's store) gets it specialized for its element:
+/// unspecialized, every key read copied the whole element through its value witness, a tenth of a restart's time
+/// (a `package` declaration's body is not inlined across modules without library evolution).
+public struct SlotIndex: Sendable {
+    @usableFromInline static let empty: Int32 = -1
 
     /// Slots, or ``empty``; the count is a power of two (or zero before the first insertion).
-    private var buckets: [Int32] = []
-    private var occupied = 0
+    @usableFromInline var buckets: [Int32] = []
+    @usableFromInline var occupied = 0
 
     /// How many slots it indexes.
-    package var count: Int { occupied }
+    @inlinable public var count: Int { occupied }
 
-    package init() {}
+    @inlinable public init() {}
 
     /// The slot of the element of `elements` whose key is `key`, if the index has one.
-    package func slot<Element: SlotIndexed>(of key: Element.IndexKey, in elements: [Element]) -> Int? {
+    @inlinable public func slot<Element: SlotIndexed>(of key: Element.IndexKey, in elements: [Element]) -> Int? {
         guard !buckets.isEmpty else { return nil }
         var bucket = home(of: key)
         while true {
@@ -38,7 +42,7 @@ package struct SlotIndex: Sendable {
     }
 
     /// Indexes `elements[slot]`, whose key the index does not hold yet.
-    package mutating func insert<Element: SlotIndexed>(_ slot: Int, of elements: [Element]) {
+    @inlinable public mutating func insert<Element: SlotIndexed>(_ slot: Int, of elements: [Element]) {
         precondition(slot >= 0 && slot < Int(Int32.max), "slot out of range")
         if (occupied + 1) * 4 > buckets.count * 3 { grow(elements) }
         let key = elements[slot].indexKey
@@ -52,7 +56,7 @@ package struct SlotIndex: Sendable {
     }
 
     /// Forgets `elements[slot]` (call it before the array changes).
-    package mutating func remove<Element: SlotIndexed>(_ slot: Int, of elements: [Element]) {
+    @inlinable public mutating func remove<Element: SlotIndexed>(_ slot: Int, of elements: [Element]) {
         var hole = bucket(holding: slot, key: elements[slot].indexKey)
         // Backward shift: an entry after the hole moves into it unless its home lies cyclically in (hole, bucket].
         var bucket = next(hole)
@@ -70,11 +74,11 @@ package struct SlotIndex: Sendable {
     }
 
     /// Records that the array moved the element at `old` to `new` (to fill a hole).
-    package mutating func move<Element: SlotIndexed>(from old: Int, to new: Int, of elements: [Element]) {
+    @inlinable public mutating func move<Element: SlotIndexed>(from old: Int, to new: Int, of elements: [Element]) {
         buckets[bucket(holding: old, key: elements[new].indexKey)] = Int32(new)
     }
 
-    private func bucket(holding slot: Int, key: some Hashable) -> Int {
+    @inlinable func bucket(holding slot: Int, key: some Hashable) -> Int {
         var bucket = home(of: key)
         while buckets[bucket] != Int32(slot) {
             precondition(buckets[bucket] != Self.empty, "the slot is not in the index")
@@ -83,11 +87,11 @@ package struct SlotIndex: Sendable {
         return bucket
     }
 
-    private func home(of key: some Hashable) -> Int { key.hashValue & (buckets.count - 1) }
+    @inlinable func home(of key: some Hashable) -> Int { key.hashValue & (buckets.count - 1) }
 
-    private func next(_ bucket: Int) -> Int { (bucket + 1) & (buckets.count - 1) }
+    @inlinable func next(_ bucket: Int) -> Int { (bucket + 1) & (buckets.count - 1) }
 
-    private mutating func grow<Element: SlotIndexed>(_ elements: [Element]) {
+    @inlinable mutating func grow<Element: SlotIndexed>(_ elements: [Element]) {
         let old = buckets
         buckets = Array(repeating: Self.empty, count: max(16, old.count * 2))
         for slot in old where slot != Self.empty {
