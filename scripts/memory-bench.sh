@@ -3,7 +3,8 @@
 # (with BRIDGE_ARGS), that many accessories paired, registered and connected each to an idle source of its own through
 # Benchmarks/LoadGen --own-sources, each then placed on a head once (paced at 20,000 reports/s: a flood of a million
 # would leave a million messages in flight in LoadGen's libmosquitto, which walks its list of them for every
-# acknowledgement); the bridge's RSS while running; then a restart: how long the rebuild took and the RSS after it.
+# acknowledgement); the bridge's RSS once it is idle; then a restart: how long the rebuild took and the RSS after it
+# once idle again.
 # Prints the slope between the first and last count in bytes per accessory, the figure the target is about (<= 256 B).
 # Usage: make bench-memory [COUNTS="100000 1000000"] [BRIDGE_ARGS=--no-home-automation]
 set -euo pipefail
@@ -27,14 +28,15 @@ for count in "${counts[@]}"; do
     bridge=$!
     "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories "$count" --seconds 0 --reports "$count" --rate 20000 --own-sources --settle 0 \
         --setup-timeout 7200 >"$work/load.log" 2>&1 || { cat "$work/load.log"; exit 1; }
-    sleep 3
+    # LoadGen does not wait for every answer: the bridge may still work through what the broker holds for it.
+    wait_idle "$bridge"
     running[$count]=$(rss_kb "$bridge")
     kill -TERM "$bridge"; wait "$bridge" || true
     "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level info \
         ${BRIDGE_ARGS:-} 2>"$work/restart.log" &
     bridge=$!
     for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
-    sleep 3
+    wait_idle "$bridge"
     rebuilt[$count]=$(rss_kb "$bridge")
     seconds[$count]=$(grep -o 'rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
     # Every accessory must come back: a state the broker dropped at the restart would be lost.

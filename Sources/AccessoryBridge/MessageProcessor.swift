@@ -87,7 +87,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             metrics.brokerConnected.record(1)
             if let onlineStatus { outbox.publish(onlineStatus) }
-            run(core.publishingResumed(at: clock.now), replyingTo: nil)
+            resumePublishing()
             if connectedBefore {
                 metrics.reconnects.increment()
             } else {
@@ -96,7 +96,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             connectedBefore = true
         case .queueDrained:
             logger.info("the outbound queue has room again")
-            run(core.publishingResumed(at: clock.now), replyingTo: nil)
+            resumePublishing()
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
         case .disconnected(let error?):
@@ -313,8 +313,20 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         var sequence: UInt64 = 0
     }
 
-    /// Publishes each action in order; what cannot be published goes back to the core.
-    private func run(_ actions: [BridgeAction], replyingTo request: Request?) {
+    /// What could not be published, now that publishing works again: the owed commands, then the states a batch at
+    /// a time until the client's queue refuses one (its draining resumes the rest), so that what waits is bounded by
+    /// that queue, not by the fleet.
+    private func resumePublishing() {
+        while run(core.publishingResumed(at: clock.now, statesAtMost: 1_000), replyingTo: nil),
+            core.hasUnpublishedStates
+        {}
+    }
+
+    /// Publishes each action in order; what cannot be published goes back to the core. Returns whether all of it
+    /// could be published.
+    @discardableResult
+    private func run(_ actions: [BridgeAction], replyingTo request: Request?) -> Bool {
+        var allSent = true
         for action in actions {
             let sent: Bool
             switch action {
@@ -353,8 +365,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             }
             if !sent {
                 core.notSent(action)
+                allSent = false
             }
         }
+        return allSent
     }
 
     /// Logs and counts what became of a request.

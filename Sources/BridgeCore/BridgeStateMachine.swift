@@ -28,6 +28,8 @@ public struct BridgeStateMachine: Sendable {
     private var rebirths = RecentRebirths()
     /// Accessories whose latest state could not be published, to publish on reconnection.
     private var unpublished: Set<AccessoryID> = []
+    /// Those being published again, a batch at a time, the next one last (``publishingResumed(at:statesAtMost:)``).
+    private var republishing: [AccessoryID] = []
 
     /// - Parameters:
     ///   - instanceID: distinguishes this run's command ids from other runs'.
@@ -206,14 +208,24 @@ public struct BridgeStateMachine: Sendable {
     }
 
     /// Publishing works again — the broker connection is back, or the client's queue that refused messages has room
-    /// again: the owed commands that still hold, and the states that could not be published.
-    public mutating func publishingResumed(at now: Timestamp) -> [BridgeAction] {
+    /// again: the owed commands that still hold, and at most `limit` of the states that could not be published (in
+    /// order of id). While ``hasUnpublishedStates``, call it again once these went out: a batch at a time, so that
+    /// the states of a whole fleet are never built at once when its queue overflowed.
+    public mutating func publishingResumed(at now: Timestamp, statesAtMost limit: Int = .max) -> [BridgeAction] {
         let output = routing.reconcile(at: now)
         var actions = output.commands.map(BridgeAction.sendCommand)
-        publishStates(of: unpublished.sorted(), except: nil, into: &actions)
-        unpublished.removeAll()
+        if republishing.isEmpty {
+            republishing = unpublished.sorted(by: >)
+            unpublished.removeAll()
+        }
+        let batch = Array(republishing.suffix(limit).reversed())
+        republishing.removeLast(batch.count)
+        publishStates(of: batch, except: nil, into: &actions)
         return actions
     }
+
+    /// Whether states that could not be published still wait for ``publishingResumed(at:statesAtMost:)``.
+    public var hasUnpublishedStates: Bool { !republishing.isEmpty || !unpublished.isEmpty }
 
     // MARK: - Restoring
 

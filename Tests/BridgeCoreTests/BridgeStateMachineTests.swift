@@ -197,6 +197,35 @@ import Testing
         #expect(again.first?.accessory.configuration.devicePlacement == .onHead)
     }
 
+    @Test mutating func statesThatCouldNotBePublishedComeBackABatchAtATime() {
+        var refused: [AccessoryID] = []
+        for index in 0..<25 {
+            let id = AccessoryID("acc-\(index)")!
+            for state in Self.states(send(.paired(name: "A", model: "M", hardwareCapabilities: .all), 1, about: id)) {
+                core.notSent(.publishState(state))
+                refused.append(state.accessory.id)
+            }
+        }
+        #expect(refused.count == 25)
+        var republished: [AccessoryID] = []
+        var sizes: [Int] = []
+        while core.hasUnpublishedStates {
+            let batch = Self.states(core.publishingResumed(at: now, statesAtMost: 10)).map(\.accessory.id)
+            sizes.append(batch.count)
+            // The first of the first batch fails again: it comes back after the others.
+            if sizes.count == 1, let first = batch.first {
+                core.notSent(.publishState(core.state(of: first)!))
+                republished += batch.dropFirst()
+            } else {
+                republished += batch
+            }
+        }
+        #expect(sizes == [10, 10, 5, 1])
+        #expect(republished.sorted() == refused.sorted(), "each once")
+        #expect(republished.last == refused.sorted().first)
+        #expect(core.publishingResumed(at: now, statesAtMost: 10).isEmpty)
+    }
+
     @Test mutating func unpairedAccessoriesAndUnlistedSourcesLeaveNoRoutingState() {
         for index in 0..<50 {
             let id = AccessoryID("acc-\(index)")!

@@ -4,6 +4,9 @@
 #   Exits with a hint to run `make TARGET` unless every BINARY is an executable file.
 # rss_kb PID
 #   The process's resident memory in kB (VmRSS).
+# wait_idle PID [SECONDS]
+#   Returns once the process used no CPU time for two seconds in a row (it caught up with what was sent to it), or
+#   after SECONDS (default 1800) with a warning.
 
 require_built() {
     local script=$1 target=$2 bin
@@ -14,3 +17,19 @@ require_built() {
 }
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+wait_idle() {
+    local pid=$1 limit=${2:-1800} last now quiet=0 waited=0
+    last=$(cpu_ticks "$pid")
+    while [ "$quiet" -lt 2 ]; do
+        sleep 1
+        waited=$((waited + 1))
+        [ "$waited" -le "$limit" ] || { echo "wait_idle: $pid still busy after $limit s" >&2; return 0; }
+        now=$(cpu_ticks "$pid")
+        # A tick or two a second is the idle process's own housekeeping.
+        if [ $((now - last)) -le 2 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+        last=$now
+    done
+}
