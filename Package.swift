@@ -68,6 +68,8 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // glibc's malloc.h, for malloc_trim (the Glibc module does not export it).
+        .systemLibrary(name: "CMalloc"),
         // An async MQTT 5 client over libmosquitto.
         .target(
             name: "MQTTClient",
@@ -82,6 +84,7 @@ let package = Package(
             name: "AccessoryBridge",
             dependencies: [
                 "AccessoryModel", "BridgeCore", "AccessoryWire", "MQTTClient",
+                .target(name: "CMalloc", condition: .when(platforms: [.linux])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -30,6 +30,8 @@ for count in "${counts[@]}"; do
         --setup-timeout 7200 >"$work/load.log" 2>&1 || { cat "$work/load.log"; exit 1; }
     # LoadGen does not wait for every answer: the bridge may still work through what the broker holds for it.
     wait_idle "$bridge"
+    # Then two statistics intervals (10 s each): in the first quiet one the bridge gives free heap memory back.
+    sleep 21
     running[$count]=$(rss_kb "$bridge")
     kill -TERM "$bridge"; wait "$bridge" || true
     "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id mem-bridge --log-level info \
@@ -37,6 +39,7 @@ for count in "${counts[@]}"; do
     bridge=$!
     for _ in $(seq 12000); do grep -q 'rebuilt from the retained states' "$work/restart.log" && break; sleep 0.1; done
     wait_idle "$bridge"
+    sleep 21
     rebuilt[$count]=$(rss_kb "$bridge")
     seconds[$count]=$(grep -o 'rebuild_ms=[0-9]*' "$work/restart.log" | head -1)
     # Every accessory must come back: a state the broker dropped at the restart would be lost.

@@ -43,6 +43,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var connectedBefore = false
     /// When the inbound message being handled arrived (for the histograms); `nil` between messages.
     private var receivedAt: ContinuousClock.Instant?
+    private var heapTrimmer = HeapTrimmer()
 
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
@@ -125,10 +126,18 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     /// Refreshes the gauges and the bridge's view: one walk over the accessories, every statistics interval.
+    /// Once quiet after a busy spell, it also gives free heap memory back to the system (``HeapTrimmer``).
     public func housekeeping() {
         let statistics = core.statistics()
         metrics.record(statistics, hubsOnline: hubsOnline.count, outboundQueueDepth: outbox.publisher.pendingMessages)
         homeAutomation?.bridgeView(statistics, hubsOnline: hubsOnline.count)
+        if heapTrimmer.intervalEnded() {
+            let started = ContinuousClock.now
+            HeapTrimmer.trim()
+            logger.debug(
+                "gave free heap memory back to the system",
+                metadata: ["duration_ms": "\((ContinuousClock.now - started).nanoseconds / 1_000_000)"])
+        }
     }
 
     // MARK: - Inbound
@@ -137,6 +146,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     public func handle(_ message: MQTTMessage) {
         let receivedAt = ContinuousClock.now
         self.receivedAt = receivedAt
+        heapTrimmer.busy()
         defer {
             self.receivedAt = nil
             metrics.handling.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds)
@@ -291,6 +301,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     @discardableResult
     public func restoringFinished() -> Restored {
         core.restoringFinished()
+        heapTrimmer.busy()
         return restored
     }
 

@@ -1,0 +1,41 @@
+#if canImport(CMalloc)
+import CMalloc
+#endif
+
+/// Gives glibc's free heap memory back to the system once the bridge is quiet after a busy spell.
+///
+/// A burst — a fleet's set-up, the backlog after an outage, a restart, the outbound queue filling — leaves freed
+/// chunks between live ones. glibc keeps them for reuse and returns only the top of its heap on its own, so they
+/// count in the bridge's RSS long after the burst. `malloc_trim(0)` hands their pages back. Measured with
+/// `make bench-memory`'s load at 200,000 accessories, idle: RSS 166 MB before, 117 MB after.
+///
+/// The decision is made once per statistics interval (``intervalEnded()``): trim after the first interval without a
+/// message that follows a busy one, never while messages arrive (the pages would be faulted in again at once).
+struct HeapTrimmer: Sendable {
+    private var handledThisInterval = false
+    private var busySinceTrim = false
+
+    /// A message was handled (or, at start-up, the retained states were read).
+    mutating func busy() {
+        handledThisInterval = true
+    }
+
+    /// A statistics interval ended: whether to trim now.
+    mutating func intervalEnded() -> Bool {
+        defer { handledThisInterval = false }
+        if handledThisInterval {
+            busySinceTrim = true
+            return false
+        }
+        guard busySinceTrim else { return false }
+        busySinceTrim = false
+        return true
+    }
+
+    /// Returns free heap memory to the system (glibc only; elsewhere nothing).
+    static func trim() {
+        #if canImport(CMalloc)
+        _ = malloc_trim(0)
+        #endif
+    }
+}
