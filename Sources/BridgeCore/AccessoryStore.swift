@@ -29,6 +29,13 @@ struct AccessoryStore: Sendable {
         accessories.indices.lazy.map(accessory(at:))
     }
 
+    /// Every accessory's routing view, in no particular order: for counting, without making each ``Accessory``.
+    var routingViews: some Sequence<RoutingAccessory> {
+        accessories.indices.lazy.map { slot in
+            accessories[slot].routingView ?? RoutingAccessory(accessory(at: slot))
+        }
+    }
+
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
         guard let number = hubNumbers[hub] else { return [] }

@@ -60,10 +60,10 @@ public struct BridgeStateMachine: Sendable {
 
     public func statistics() -> Statistics {
         var statistics = Statistics()
-        for accessory in store.all {
+        for view in store.routingViews {
             statistics.accessories += 1
-            statistics.byRegistration[accessory.registration, default: 0] += 1
-            if RoutingAccessory(accessory).isWorn { statistics.worn += 1 }
+            statistics.byRegistration[view.registration, default: 0] += 1
+            if view.isWorn { statistics.worn += 1 }
         }
         statistics.routed = routing.routes.count
         statistics.sourcesByActivity = routing.sourcesByActivity

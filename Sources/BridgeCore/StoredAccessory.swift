@@ -96,6 +96,18 @@ struct StoredAccessory: SlotIndexed, Sendable {
             pinnedSource: pinnedSource == Self.noAddress ? nil : BluetoothAddress(rawValue: pinnedSource))
     }
 
+    /// Its routing view, without making the ``Accessory`` (nil when ``extras`` has `.configuration`: the
+    /// identifiers are then kept beside it).
+    var routingView: RoutingAccessory? {
+        guard !extras.contains(.configuration) else { return nil }
+        return RoutingAccessory(
+            id: id, registration: registration, capabilities: capabilities, placement: placement,
+            sources: SourcePair(
+                primary: BluetoothAddress(rawValue: primary), secondary: BluetoothAddress(rawValue: secondary)),
+            isStale: isStale, automaticSwitching: automaticSwitching,
+            pinnedSource: pinnedSource == Self.noAddress ? nil : BluetoothAddress(rawValue: pinnedSource))
+    }
+
     /// A source identifier as an address in 64 bits: ``noAddress`` for none, `nil` when it is not 6 bytes (the
     /// configuration is then kept as it is).
     private static func packed(_ identifier: Data?) -> UInt64? {

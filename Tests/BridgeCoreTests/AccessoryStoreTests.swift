@@ -28,6 +28,10 @@ import TestSupport
             #expect(store[id] == accessory)
         }
         #expect(Dictionary(uniqueKeysWithValues: store.all.map { ($0.id, $0) }) == expected)
+        // The views counted without making each accessory are the views of the accessories.
+        #expect(
+            Dictionary(uniqueKeysWithValues: store.routingViews.map { ($0.id, $0) })
+                == expected.mapValues(RoutingAccessory.init))
         for hub in ["hub-1", "hub-2", "hub-3"].map({ HubID($0)! }) {
             #expect(Set(store.ids(of: hub)) == Set(expected.values.filter { $0.hub == hub }.map(\.id)))
         }
