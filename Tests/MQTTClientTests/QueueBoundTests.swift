@@ -14,27 +14,30 @@ import TestSupport
         try await subscriber.connect()
         try await subscriber.subscribe("bound/data")
 
-        let publisher = try TestClient(broker) { $0.maximumPendingMessages = 5 }
+        // More than the 1,024 beyond which the emptied queue's storage is released: delivery goes on after that.
+        let bound = 1_500
+        let publisher = try TestClient(broker) { $0.maximumPendingMessages = bound }
         try await publisher.connect()
 
         await broker.stop()
         try await publisher.inbox.waitForEvents { $0.lostConnectionError != nil }
         #expect(!publisher.client.isConnected)
-        for index in 0..<5 {
-            try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [UInt8(index)], qos: .atLeastOnce))
+        func payload(_ index: Int) -> [UInt8] { [UInt8(index >> 8), UInt8(index & 0xFF)] }
+        for index in 0..<bound {
+            try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: payload(index), qos: .atLeastOnce))
         }
-        #expect(publisher.client.pendingMessages == 5)
+        #expect(publisher.client.pendingMessages == bound)
         let error = #expect(throws: MQTTError.self) {
-            try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [5], qos: .atLeastOnce))
+            try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: payload(bound), qos: .atLeastOnce))
         }
         #expect(error?.kind == .queueFull)
-        #expect(error?.message.contains("5 messages already wait for the next connection") == true)
+        #expect(error?.message.contains("1500 messages already wait for the next connection") == true)
 
         try await broker.restart()
-        let delivered = try await subscriber.inbox.waitForMessages(count: 5, on: "bound/data")
-        #expect(delivered.map(\.payload) == [[0], [1], [2], [3], [4]])
+        let delivered = try await subscriber.inbox.waitForMessages(count: bound, on: "bound/data")
+        #expect(delivered.map(\.payload) == (0..<bound).map(payload))
         #expect(publisher.client.pendingMessages == 0)
-        try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: [6], qos: .atLeastOnce))
-        _ = try await subscriber.inbox.waitForMessages(count: 6, on: "bound/data")
+        try publisher.client.publish(MQTTMessage(topic: "bound/data", payload: payload(bound), qos: .atLeastOnce))
+        #expect(try await subscriber.inbox.waitForMessages(count: bound + 1, on: "bound/data").last?.payload == payload(bound))
     }
 }

@@ -33,6 +33,9 @@ struct ClientState {
     /// client hands libmosquitto at most a window's worth at a time, since libmosquitto walks its whole list of
     /// outgoing messages on every acknowledgement.
     var pending = Deque<MQTTMessage>()
+    /// The most messages `pending` held since it was last empty: a deque never gives its storage back, so once it
+    /// empties after holding many (an outage, an overflow), it is replaced.
+    var pendingPeak = 0
     /// A message was refused because `pending` was full: an ``MQTTEvent/queueDrained`` is due once it is empty.
     var refusedSinceDrained = false
 

@@ -20,6 +20,7 @@ extension ClientCore {
                     message: "\(limit) messages already wait for \(state.isConnected ? "room to be sent" : "the next connection")")
             }
             state.pending.append(message)
+            state.pendingPeak = max(state.pendingPeak, state.pending.count)
             return false
         }
         if now { try send(message) }
@@ -33,6 +34,8 @@ extension ClientCore {
             let (next, drained): (MQTTMessage?, Bool) = state.withLock { state in
                 guard state.isConnected, state.unacknowledged.count < window else { return (nil, false) }
                 if let next = state.pending.popFirst() { return (next, false) }
+                if state.pendingPeak > 1024 { state.pending = [] }
+                state.pendingPeak = 0
                 defer { state.refusedSinceDrained = false }
                 return (nil, state.refusedSinceDrained)
             }
