@@ -10,7 +10,7 @@ import Testing
         #expect(MemoryLayout<Accessory>.stride == 184)
         #expect(MemoryLayout<RoutingAccessory>.stride == 56)
         #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 72)
-        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 80)
+        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 72)
         #expect(MemoryLayout<SlotList>.stride == 16)
     }
 

@@ -591,7 +591,7 @@ public struct RoutingEngine: Sendable {
     ) {
         sources[source].commandSequence += 1
         let sequence = sources[source].commandSequence
-        sources[source].lastIssued = sequence
+        sources[source].hasIssued = true
         highestCommandSequence = max(highestCommandSequence, sequence)
         let address = sources[source].address
         // A new decision supersedes what was owed: it was made knowing those commands did not go out.
@@ -708,7 +708,7 @@ extension RoutingEngine {
         @OptionalSlot var routedSource: Int? = nil
     }
 
-    /// Its fields are ordered widest first (80 bytes rather than 96), and what few sources have at a time (commands
+    /// Its fields are ordered widest first (72 bytes rather than 96), and what few sources have at a time (commands
     /// owed, a rule 5 pause) lives beside it: the engine keeps one for every source an accessory lists.
     struct SourceEntry: SlotIndexed, Sendable {
         let address: BluetoothAddress
@@ -717,8 +717,6 @@ extension RoutingEngine {
         var lastReportSequence: UInt64 = 0
         /// Where its count of commands stands (its next command takes the next number).
         var commandSequence: UInt64
-        /// The sequence of the last command issued to it since the engine started keeping it (0: none).
-        var lastIssued: UInt64 = 0
         /// The slots of the accessories that list it (its candidate accessories).
         var listedBy = SlotList()
         /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
@@ -728,6 +726,12 @@ extension RoutingEngine {
         var activity: Activity = .idle
         /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
         var reportedRoute = false
+        /// A command was issued to it since the engine started keeping it (a flag in the padding, where the
+        /// sequence itself would take 8 bytes: it is ``commandSequence``).
+        var hasIssued = false
+
+        /// The sequence of the last command issued to it since the engine started keeping it (0: none).
+        var lastIssued: UInt64 { hasIssued ? commandSequence : 0 }
 
         var indexKey: BluetoothAddress { address }
 
