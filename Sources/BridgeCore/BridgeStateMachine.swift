@@ -220,6 +220,8 @@ public struct BridgeStateMachine: Sendable {
         }
         let batch = Array(republishing.suffix(limit).reversed())
         republishing.removeLast(batch.count)
+        // Emptied, it gives back its storage (an id for each state that waited, after an overflow).
+        if republishing.isEmpty { republishing = [] }
         publishStates(of: batch, except: nil, into: &actions)
         return actions
     }
