@@ -50,10 +50,11 @@ check-generated: deps
 vectors:
 	AUDIO_UPDATE_VECTORS=1 $(SWIFT) test --filter GoldenVectorTests
 
-## bench: the release-build pipeline benchmark (decode -> model -> routing -> encode, one core), built with
-## whole-program cross-module optimization in its own build folder; `make bench ARGS="1000000 10000 3 --stages"`
+## bench: the release-build pipeline benchmark (decode -> model -> routing -> encode, one core), built as the bridge
+## that `make bench-e2e` runs (no -cross-module-optimization: with it, Swift 6.3.1 crashes in IRGen on
+## MessageProcessor.handle); `make bench ARGS="1000000 10000 3 --no-home-automation"`
 bench: deps
-	$(SWIFT) build -c release --product pipeline-benchmark --scratch-path .build-bench -Xswiftc -cross-module-optimization
+	$(SWIFT) build -c release --product pipeline-benchmark --scratch-path .build-bench
 	.build-bench/release/pipeline-benchmark $(ARGS)
 
 clean:

@@ -5,7 +5,7 @@
 // What users feel is end to end through a broker (`make bench-e2e`); this shows how small a part of it the bridge's
 // own work is.
 //
-// Usage: pipeline-benchmark [messages=1000000] [accessories=10000] [rounds=5]
+// Usage: pipeline-benchmark [messages=1000000] [accessories=10000] [rounds=5] [--no-home-automation]
 //        pipeline-benchmark --memory [accessories=100000] [--no-home-automation]: the memory each accessory costs
 //        once set up (the process's RSS before and after, each placed on a head); each lists an idle source of its
 //        own, as with Benchmarks/LoadGen --own-sources in `make bench-memory`. One measurement per process: memory
@@ -24,6 +24,7 @@ import Metrics
 import Synchronization
 
 let memoryMode = CommandLine.arguments.dropFirst().first == "--memory"
+let homeAutomation = !CommandLine.arguments.contains("--no-home-automation")
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let messageCount = arguments.count > 0 ? arguments[0] : 1_000_000
 let accessoryCount = arguments.count > 1 ? arguments[1] : 10_000
@@ -93,7 +94,7 @@ func setUp(
 func runRound() -> (seconds: Double, published: Int, bytes: Int) {
     let publisher = CountingPublisher()
     let time = ManualTime()
-    let processor = setUp(accessoryCount, publisher: publisher, time: time)
+    let processor = setUp(accessoryCount, homeAutomation: homeAutomation, publisher: publisher, time: time)
     let before = (publisher.messages.load(ordering: .relaxed), publisher.bytes.load(ordering: .relaxed))
     let clock = ContinuousClock()
     let began = clock.now
@@ -124,7 +125,6 @@ func residentBytes() -> Int {
 
 if memoryMode {
     let count = arguments.first ?? 100_000
-    let homeAutomation = !CommandLine.arguments.contains("--no-home-automation")
     let before = residentBytes()
     let processor = setUp(
         count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher(), time: ManualTime())
