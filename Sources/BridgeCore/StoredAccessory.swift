@@ -43,7 +43,7 @@ struct StoredAccessory: SlotIndexed, Sendable {
     var extras: Extras
 
     static let none = Int64.min
-    /// Above every 48-bit address.
+    /// Above every 48-bit address: `BluetoothAddress(rawValue:)` reads it as none.
     static let noAddress = UInt64.max
 
     var indexKey: AccessoryID { id }
@@ -93,7 +93,7 @@ struct StoredAccessory: SlotIndexed, Sendable {
             lastSequence: lastSequence, lastError: lastError, updatedAt: updatedAt,
             registeredAt: registeredAt == Self.none ? nil : Timestamp(unixMilliseconds: registeredAt),
             isStale: isStale, diagnostics: diagnostics, automaticSwitching: automaticSwitching,
-            pinnedSource: pinnedSource == Self.noAddress ? nil : BluetoothAddress(rawValue: pinnedSource))
+            pinnedSource: BluetoothAddress(rawValue: pinnedSource))
     }
 
     /// Its routing view, without making the ``Accessory`` (nil when ``extras`` has `.configuration`: the
@@ -105,7 +105,7 @@ struct StoredAccessory: SlotIndexed, Sendable {
             sources: SourcePair(
                 primary: BluetoothAddress(rawValue: primary), secondary: BluetoothAddress(rawValue: secondary)),
             isStale: isStale, automaticSwitching: automaticSwitching,
-            pinnedSource: pinnedSource == Self.noAddress ? nil : BluetoothAddress(rawValue: pinnedSource))
+            pinnedSource: BluetoothAddress(rawValue: pinnedSource))
     }
 
     /// A source identifier as an address in 64 bits: ``noAddress`` for none, `nil` when it is not 6 bytes (the
