@@ -52,21 +52,21 @@ func telemetry(_ request: AccessoryRequest, _ index: Int, sequence: UInt64) -> M
         payload: codec.encodeTelemetry(request, sequence: sequence, requestID: "r\(sequence)", as: .protobuf))
 }
 
-/// Placement reports for each accessory in turn, alternately on and off the head, numbered after the set-up.
-let stream: [MQTTMessage] = (0..<8).flatMap { visit in
-    (0..<accessoryCount).map { telemetry(.placement(visit % 2 == 0 ? .onHead : .offHead), $0, sequence: UInt64(4 + visit)) }
+/// Placement reports for each accessory in turn, on the head on even visits and off on odd ones, numbered after the
+/// set-up: every one changes its accessory, as LoadGen's reports do in `make bench-e2e`.
+func visit(_ visit: Int) -> [MQTTMessage] {
+    (0..<accessoryCount).map {
+        telemetry(.placement(visit % 2 == 0 ? .onHead : .offHead), $0, sequence: UInt64(4 + visit))
+    }
 }
 
-/// The time the bridge sees; only the benchmark moves it.
-final class ManualTime: Sendable {
-    let now = Mutex(Timestamp(unixMilliseconds: 1_763_790_000_000))
-}
+/// The time the bridge sees: it does not move, so every run decides the same.
+let benchmarkTime = Timestamp(unixMilliseconds: 1_763_790_000_000)
 
 /// A processor with `count` accessories paired, registered and connected to their own source, which plays media
 /// (or, with `idleSources`, has never reported).
 func setUp(
-    _ count: Int, homeAutomation: Bool = true, idleSources: Bool = false, publisher: CountingPublisher,
-    time: ManualTime
+    _ count: Int, homeAutomation: Bool = true, idleSources: Bool = false, publisher: CountingPublisher
 ) -> MessageProcessor {
     var logger = Logger(label: "bench")
     logger.logLevel = .critical
@@ -74,7 +74,7 @@ func setUp(
     configuration.homeAutomation = homeAutomation
     let processor = MessageProcessor(
         configuration: configuration, instanceID: "bench",
-        publisher: publisher, clock: WallClock { time.now.withLock { $0 } }, logger: logger,
+        publisher: publisher, clock: WallClock { benchmarkTime }, logger: logger,
         metrics: NOOPMetricsHandler.instance)
     for index in 0..<count {
         let source = sources[index]
@@ -93,19 +93,22 @@ func setUp(
 
 func runRound() -> (seconds: Double, published: Int, bytes: Int) {
     let publisher = CountingPublisher()
-    let time = ManualTime()
-    let processor = setUp(accessoryCount, homeAutomation: homeAutomation, publisher: publisher, time: time)
+    let processor = setUp(accessoryCount, homeAutomation: homeAutomation, publisher: publisher)
     let before = (publisher.messages.load(ordering: .relaxed), publisher.bytes.load(ordering: .relaxed))
     let clock = ContinuousClock()
-    let began = clock.now
-    for index in 0..<messageCount {
-        // Past the first pass the sequences repeat: duplicates, answered without a change. Keep them above.
-        if index > 0, index % stream.count == 0 {
-            time.now.withLock { $0 = $0.advanced(byMilliseconds: 60_000) }
-        }
-        processor.handle(stream[index % stream.count])
+    var elapsed = Duration.zero
+    var handled = 0
+    var number = 0
+    while handled < messageCount {
+        // Each visit's messages are made before its clock starts.
+        let messages = visit(number).prefix(messageCount - handled)
+        let began = clock.now
+        for message in messages { processor.handle(message) }
+        elapsed += began.duration(to: clock.now)
+        handled += messages.count
+        number += 1
     }
-    let seconds = began.duration(to: clock.now).seconds
+    let seconds = elapsed.seconds
     return (
         seconds, publisher.messages.load(ordering: .relaxed) - before.0,
         publisher.bytes.load(ordering: .relaxed) - before.1
@@ -127,7 +130,7 @@ if memoryMode {
     let count = arguments.first ?? 100_000
     let before = residentBytes()
     let processor = setUp(
-        count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher(), time: ManualTime())
+        count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher())
     for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
     let bytes = residentBytes() - before
     withExtendedLifetime(processor) {

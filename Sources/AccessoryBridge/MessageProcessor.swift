@@ -338,6 +338,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     @discardableResult
     private func run(_ actions: [BridgeAction], replyingTo request: Request?) -> Bool {
         var allSent = true
+        // The state published last, which the answer after it embeds as it is (the state machine puts a request's
+        // state just before its answer).
+        var published: EncodedState?
         for action in actions {
             let sent: Bool
             switch action {
@@ -350,7 +353,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             case .publishState(let state):
                 // A state answers in the format of the request that changed it; others in the default format.
                 let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat
-                sent = outbox.publishState(state, as: format)
+                let encoded = codec.encoded(state, as: format)
+                published = encoded
+                sent = outbox.publishState(encoded)
                 homeAutomation?.stateChanged(state)
             case .answer(let answer):
                 guard let request else { continue }
@@ -359,7 +364,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 case .hub(let hub):
                     sent = outbox.publishResult(
                         answer, hub: hub, accessory: request.accessory, requestID: request.requestID,
-                        sequence: request.sequence, format: request.format, replyTo: request.message.properties)
+                        sequence: request.sequence, format: request.format, replyTo: request.message.properties,
+                        published: published)
                 case .controls:
                     sent = outbox.publishControlsResult(
                         answer, accessory: request.accessory, requestID: request.requestID, format: request.format)

@@ -246,15 +246,19 @@ extension Diagnostic {
     static let codec = WireCodec()
     static let now = Timestamp(unixMilliseconds: 1_763_790_000_000)
     static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
-    static let state = AccessoryState(
-        Accessory(
-            id: AccessoryID("hp")!, hub: HubID("hub-1")!, registration: .registered, name: "Studio", model: "S",
-            hardwareCapabilities: .all,
-            configuration: Configuration(devicePlacement: .onHead, deviceCapabilities: .all,
-                primaryAudioSourceDeviceIdentifier: phone.data),
-            lastSequence: 4, lastError: .accessoryNotCapable(reason: "no"), updatedAt: now, registeredAt: now,
-            diagnostics: [.hubOffline(HubID("hub-1")!)]),
-        routedSource: phone)
+    static let state = state(named: "Studio")
+
+    static func state(named name: String) -> AccessoryState {
+        AccessoryState(
+            Accessory(
+                id: AccessoryID("hp")!, hub: HubID("hub-1")!, registration: .registered, name: name, model: "S",
+                hardwareCapabilities: .all,
+                configuration: Configuration(
+                    devicePlacement: .onHead, deviceCapabilities: .all, primaryAudioSourceDeviceIdentifier: phone.data),
+                lastSequence: 4, lastError: .accessoryNotCapable(reason: "no"), updatedAt: now, registeredAt: now,
+                diagnostics: [.hubOffline(HubID("hub-1")!)]),
+            routedSource: phone)
+    }
 
     @Test(arguments: PayloadFormat.allCases)
     func everyMessageRoundTrips(_ format: PayloadFormat) throws {
@@ -286,6 +290,42 @@ extension Diagnostic {
             from: c.encodeTelemetry(.placement(.inEar), sequence: 5, requestID: "x", as: format), format: format,
             for: AccessoryID("hp")!)
         #expect(telemetry == InboundTelemetry(sequence: 5, requestID: "x", request: .success(.placement(.inEar))))
+    }
+
+    /// A result embedding its state's bytes is byte for byte what swift-protobuf writes for it, whatever the
+    /// outcome, the duplicate flag, and the state's length (a name of 200 bytes takes the length past one byte).
+    @Test(arguments: ["", "Studio", String(repeating: "n", count: 200)])
+    func aResultEmbeddingItsStatesBytesIsTheResultEncoded(_ name: String) {
+        let c = Self.codec
+        let state = Self.state(named: name)
+        let outcomes: [RequestResult.Outcome] = [.succeeded, .failed(.invalidated(reason: "again")), .notKept("gone")]
+        for outcome in outcomes {
+            for duplicate in [false, true] {
+                for requestID in ["", "r-1"] {
+                    let result = RequestResult(
+                        requestID: requestID, sequence: 9, outcome: outcome, duplicate: duplicate, state: state)
+                    let embedded = c.encode(result, as: .protobuf, embedding: c.encoded(state, as: .protobuf))
+                    #expect(embedded == c.encode(result, as: .protobuf), "\(result)")
+                }
+            }
+        }
+    }
+
+    /// Another state, another format or no state: the result is encoded in full, never with the wrong bytes.
+    @Test func aResultEmbedsOnlyTheSameStateInTheSameFormat() {
+        let c = Self.codec
+        let other = Self.state(named: "Other")
+        let result = RequestResult(requestID: "r", sequence: 9, outcome: .succeeded, state: Self.state)
+        for (result, format, encoded) in [
+            (result, PayloadFormat.protobuf, c.encoded(other, as: .protobuf)),
+            (result, .json, c.encoded(Self.state, as: .json)),
+            (result, .json, c.encoded(Self.state, as: .protobuf)),
+            (result, .protobuf, c.encoded(Self.state, as: .json)),
+            (RequestResult(requestID: "r", sequence: 9, outcome: .succeeded, state: nil), .protobuf,
+                c.encoded(Self.state, as: .protobuf)),
+        ] {
+            #expect(c.encode(result, as: format, embedding: encoded) == c.encode(result, as: format))
+        }
     }
 
     @Test func aValueThisVersionRefusesIsAnInvalidValue() {

@@ -17,19 +17,20 @@ struct Outbox: Sendable {
     let logger: Logger
 
     /// Publishes an accessory's retained state.
-    func publishState(_ state: AccessoryState, as format: PayloadFormat) -> Bool {
-        send(Topic.accessoryState(accessory: state.accessory.id), codec.encode(state, as: format), format: format, retain: true)
+    func publishState(_ state: EncodedState) -> Bool {
+        send(Topic.accessoryState(accessory: state.state.accessory.id), state.bytes, format: state.format, retain: true)
     }
 
     /// Publishes the answer to one telemetry message on the hub's result topic, and on the request's MQTT 5 response
-    /// topic when it has one. Says whether the result topic's copy could be queued.
+    /// topic when it has one. Says whether the result topic's copy could be queued. `published` is the state just
+    /// published, whose bytes the result embeds when it carries the same state in the same format.
     func publishResult(
         _ answer: BridgeAction.Answer, hub: HubID, accessory: AccessoryID, requestID: String, sequence: UInt64,
-        format: PayloadFormat, replyTo request: MQTTProperties
+        format: PayloadFormat, replyTo request: MQTTProperties, published: EncodedState?
     ) -> Bool {
         metrics.result(answer.result)
         let result = RequestResult(requestID: requestID, sequence: sequence, result: answer.result, state: answer.state)
-        let bytes = codec.encode(result, as: format)
+        let bytes = codec.encode(result, as: format, embedding: published)
         let sent = send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
         guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return sent }
         // Only under the requesting hub's own responses: a hub must not be able to make the bridge write anywhere

@@ -28,8 +28,42 @@ extension WireCodec {
         return try valued { () throws(AccessoryControlError) in try message.result(at: now) }
     }
 
+    /// `result`, with its state taken from `encoded` when that is the same state in the same format.
+    ///
+    /// In protobuf an embedded message is its field's tag, its length and its bytes, so the state's bytes go in as
+    /// they are instead of being converted and encoded again (swift-protobuf also sizes a nested message once per
+    /// level it is nested in). The bytes equal ``encode(_:as:)-(RequestResult,_)``'s: fields in number order.
+    public func encode(_ result: RequestResult, as format: PayloadFormat, embedding encoded: EncodedState?)
+        -> [UInt8]
+    {
+        guard format == .protobuf, let encoded, encoded.format == .protobuf, let state = result.state,
+            state == encoded.state
+        else { return encode(result, as: format) }
+        var before = result
+        before.state = nil
+        before.duplicate = false
+        // Fields 1 to 4 (request_id, sequence, error, message), then 5 (state) and 6 (duplicate): state.proto.
+        var bytes = encode(Audioaccessory_V1_RequestResult(before), as: .protobuf)
+        bytes.reserveCapacity(bytes.count + encoded.bytes.count + 8)
+        bytes.append(5 << 3 | 2)  // field 5, length-delimited
+        var length = UInt64(encoded.bytes.count)
+        while length >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: length) | 0x80)
+            length >>= 7
+        }
+        bytes.append(UInt8(length))
+        bytes.append(contentsOf: encoded.bytes)
+        if result.duplicate { bytes.append(contentsOf: [6 << 3 | 0, 1]) }  // field 6, varint: true
+        return bytes
+    }
+
     public func encode(_ state: AccessoryState, as format: PayloadFormat) -> [UInt8] {
         encode(Audioaccessory_V1_AccessoryState(state), as: format)
+    }
+
+    /// `state` encoded once, to publish and to embed in a result (``encode(_:as:embedding:)``).
+    public func encoded(_ state: AccessoryState, as format: PayloadFormat) -> EncodedState {
+        EncodedState(state: state, format: format, bytes: encode(state, as: format))
     }
 
     /// A published state, read back at `now`: the wire does not say when the accessory registered, which is taken
