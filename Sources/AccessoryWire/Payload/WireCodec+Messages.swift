@@ -17,7 +17,10 @@ extension WireCodec {
     // MARK: Results and states (bridge -> hubs and everyone)
 
     public func encode(_ result: RequestResult, as format: PayloadFormat) -> [UInt8] {
-        encode(Audioaccessory_V1_RequestResult(result), as: format)
+        switch format {
+        case .protobuf: OutboundEncoder.encode(result, state: result.state.map(OutboundEncoder.encode))
+        case .json: encode(Audioaccessory_V1_RequestResult(result), as: format)
+        }
     }
 
     /// A result; its state as of `now` (see ``decode(_:from:format:at:)-5rc7x``).
@@ -28,37 +31,23 @@ extension WireCodec {
         return try valued { () throws(AccessoryControlError) in try message.result(at: now) }
     }
 
-    /// `result`, with its state taken from `encoded` when that is the same state in the same format.
-    ///
-    /// In protobuf an embedded message is its field's tag, its length and its bytes, so the state's bytes go in as
-    /// they are instead of being converted and encoded again (swift-protobuf also sizes a nested message once per
-    /// level it is nested in). The bytes equal ``encode(_:as:)-(RequestResult,_)``'s: fields in number order.
+    /// `result`, with its state taken from `encoded` when that is the same state in the same format: in protobuf an
+    /// embedded message is its field's tag, its length and its bytes, so the state's bytes go in as they are instead
+    /// of being encoded again. The bytes equal ``encode(_:as:)-(RequestResult,_)``'s.
     public func encode(_ result: RequestResult, as format: PayloadFormat, embedding encoded: EncodedState?)
         -> [UInt8]
     {
         guard format == .protobuf, let encoded, encoded.format == .protobuf, let state = result.state,
             state == encoded.state
         else { return encode(result, as: format) }
-        var before = result
-        before.state = nil
-        before.duplicate = false
-        // Fields 1 to 4 (request_id, sequence, error, message), then 5 (state) and 6 (duplicate): state.proto.
-        var bytes = encode(Audioaccessory_V1_RequestResult(before), as: .protobuf)
-        bytes.reserveCapacity(bytes.count + encoded.bytes.count + 8)
-        bytes.append(5 << 3 | 2)  // field 5, length-delimited
-        var length = UInt64(encoded.bytes.count)
-        while length >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: length) | 0x80)
-            length >>= 7
-        }
-        bytes.append(UInt8(length))
-        bytes.append(contentsOf: encoded.bytes)
-        if result.duplicate { bytes.append(contentsOf: [6 << 3 | 0, 1]) }  // field 6, varint: true
-        return bytes
+        return OutboundEncoder.encode(result, state: encoded.bytes)
     }
 
     public func encode(_ state: AccessoryState, as format: PayloadFormat) -> [UInt8] {
-        encode(Audioaccessory_V1_AccessoryState(state), as: format)
+        switch format {
+        case .protobuf: OutboundEncoder.encode(state)
+        case .json: encode(Audioaccessory_V1_AccessoryState(state), as: format)
+        }
     }
 
     /// `state` encoded once, to publish and to embed in a result (``encode(_:as:embedding:)``).
@@ -89,7 +78,10 @@ extension WireCodec {
     }
 
     public func encode(_ command: SwitchCommand, as format: PayloadFormat) -> [UInt8] {
-        encode(Audioaccessory_V1_SwitchCommand(command), as: format)
+        switch format {
+        case .protobuf: OutboundEncoder.encode(command)
+        case .json: encode(Audioaccessory_V1_SwitchCommand(command), as: format)
+        }
     }
 
     /// A command, for the source its topic names.
