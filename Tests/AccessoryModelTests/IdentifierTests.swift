@@ -1,6 +1,7 @@
 import AccessoryModel
 import Foundation
 import Testing
+import TestSupport
 
 @Suite struct IdentifierTests {
     @Test(arguments: ["a", "hub-1", "Living_Room-2", String(repeating: "x", count: 64), "0123456789"])
@@ -27,6 +28,19 @@ import Testing
         #expect(BluetoothAddress("123456789ABC") == address)
         #expect(BluetoothAddress(rawValue: 0x1234_5678_9ABC) == address)
         #expect(BluetoothAddress("00:00:00:00:00:0A")?.topicID == "00000000000a")
+        #expect(BluetoothAddress(rawValue: 0x0A)?.description == "00:00:00:00:00:0A")
+        #expect(BluetoothAddress(rawValue: 0xFFFF_FFFF_FFFF)?.description == "FF:FF:FF:FF:FF:FF")
+    }
+
+    @Test func everySpellingReadsBackAsTheAddress() {
+        var random = SeededGenerator(seed: 7)
+        for _ in 0..<1_000 {
+            let address = BluetoothAddress(rawValue: UInt64.random(in: 0..<(1 << 48), using: &random))!
+            #expect(BluetoothAddress(address.description) == address)
+            #expect(BluetoothAddress(topicID: address.topicID) == address)
+            #expect(address.description.count == 17)
+            #expect(address.topicID.count == 12)
+        }
     }
 
     @Test(arguments: ["12:34:56:78:9A", "12:34:56:78:9A:BC:DE", "1:234:56:78:9A:BC", "12:34:56:78:9A:BG", "", "12345"])

@@ -83,22 +83,27 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
     }
 
     /// The id of this address in topics: 12 lowercase hex digits.
-    public var topicID: String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 12) { buffer in
-            for index in 0..<12 {
-                buffer[index] = digits[Int((rawValue >> (4 * (11 - index))) & 0xF)]
-            }
-            return 12
-        }
-    }
+    public var topicID: String { hexDigits(Array("0123456789abcdef".utf8), separator: nil) }
 
     /// `12:34:56:78:9A:BC`.
-    public var description: String {
-        bytes.map { byte in
-            let text = String(byte, radix: 16, uppercase: true)
-            return byte < 0x10 ? "0" + text : text
-        }.joined(separator: ":")
+    public var description: String { hexDigits(Array("0123456789ABCDEF".utf8), separator: UInt8(ascii: ":")) }
+
+    /// The 12 hex digits of the address in `digits`, most significant first, each byte's two apart from the next by
+    /// `separator`. Written in place: this runs for every topic and every view of an address.
+    private func hexDigits(_ digits: [UInt8], separator: UInt8?) -> String {
+        let count = separator == nil ? 12 : 17
+        return String(unsafeUninitializedCapacity: count) { buffer in
+            var at = 0
+            for index in 0..<12 {
+                if let separator, index > 0, index % 2 == 0 {
+                    buffer[at] = separator
+                    at += 1
+                }
+                buffer[at] = digits[Int((rawValue >> (4 * (11 - index))) & 0xF)]
+                at += 1
+            }
+            return at
+        }
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
