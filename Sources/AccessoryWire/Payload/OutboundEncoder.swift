@@ -59,8 +59,7 @@ enum OutboundEncoder {
         return writer.bytes
     }
 
-    /// `Audioaccessory_V1_RequestResult(result)`'s bytes, its state (if any) given as ``encode(_:)-(AccessoryState)``
-    /// wrote it.
+    /// `Audioaccessory_V1_RequestResult(result)`'s bytes, its state (if any) given as the state's encoding wrote it.
     static func encode(_ result: RequestResult, state: [UInt8]?) -> [UInt8] {
         var writer = ProtobufWriter(capacity: 32 + result.requestID.utf8.count + (state?.count ?? 0))
         writer.string(1, result.requestID)

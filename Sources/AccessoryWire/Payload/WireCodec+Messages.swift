@@ -33,7 +33,7 @@ extension WireCodec {
 
     /// `result`, with its state taken from `encoded` when that is the same state in the same format: in protobuf an
     /// embedded message is its field's tag, its length and its bytes, so the state's bytes go in as they are instead
-    /// of being encoded again. The bytes equal ``encode(_:as:)-(RequestResult,_)``'s.
+    /// of being encoded again. The bytes are those `encode(result, as: format)` gives.
     public func encode(_ result: RequestResult, as format: PayloadFormat, embedding encoded: EncodedState?)
         -> [UInt8]
     {
