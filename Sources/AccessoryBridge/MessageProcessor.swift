@@ -260,10 +260,14 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     // MARK: - Restoring
 
-    /// What restoring took back so far, and what it could not use.
+    /// What restoring took back, and what it could not use.
     public struct Restored: Hashable, Sendable {
+        /// The accessories the bridge holds once restored: a state read twice (a reader that reconnected, say)
+        /// counts once.
         public var accessories = 0
+        /// The source states read.
         public var sources = 0
+        /// The retained messages that could not be used.
         public var skipped = 0
     }
 
@@ -288,7 +292,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 state.accessory.id == id
             else { break }
             core.restore(state, at: now)
-            restored.accessories += 1
             return
         default:
             if homeAutomation?.retainedMessageSeen(topic: message.topic, payload: message.payload) == true { return }
@@ -302,6 +305,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     public func restoringFinished() -> Restored {
         core.restoringFinished()
         heapTrimmer.busy()
+        restored.accessories = core.accessoryCount
         return restored
     }
 
