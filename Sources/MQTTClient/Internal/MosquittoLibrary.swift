@@ -69,9 +69,19 @@ extension MQTTError {
     /// Why a connection ended: libmosquitto passes either a `MOSQ_ERR_*` code (the network, a protocol error,
     /// keep-alive) or, when the broker sent DISCONNECT, its MQTT 5 reason code (0x80 and above, or 0 for a normal
     /// disconnection the client did not ask for).
+    ///
+    /// A connection the broker or the network closed comes as `MOSQ_ERR_CONN_LOST` or `MOSQ_ERR_ERRNO`, whose text
+    /// would be `strerror` of an `errno` long overwritten ("Success"). mosquitto closes a connection that another
+    /// client with the same id takes over without a DISCONNECT, so that is the same code: the text says what to check.
     static func disconnected(code: Int32) -> MQTTError {
         if code >= 0x80 || code == 0 {
             return MQTTError(kind: .disconnected, code: code, message: MosquittoLibrary.reasonText(code))
+        }
+        if code == MosquittoLibrary.errno || code == MOSQ_ERR_CONN_LOST.rawValue {
+            return MQTTError(
+                kind: .disconnected, code: code,
+                message: "the broker or the network closed the connection; if it closes again right after each "
+                    + "connection, another client is probably connected with the same client id")
         }
         return MQTTError(kind: .disconnected, code: code, message: MosquittoLibrary.errorText(code))
     }
