@@ -83,10 +83,13 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
     }
 
     /// The id of this address in topics: 12 lowercase hex digits.
-    public var topicID: String { hexDigits(Array("0123456789abcdef".utf8), separator: nil) }
+    public var topicID: String { hexDigits(Self.lowercaseDigits, separator: nil) }
 
     /// `12:34:56:78:9A:BC`.
-    public var description: String { hexDigits(Array("0123456789ABCDEF".utf8), separator: UInt8(ascii: ":")) }
+    public var description: String { hexDigits(Self.uppercaseDigits, separator: UInt8(ascii: ":")) }
+
+    private static let lowercaseDigits = Array("0123456789abcdef".utf8)
+    private static let uppercaseDigits = Array("0123456789ABCDEF".utf8)
 
     /// The 12 hex digits of the address in `digits`, most significant first, each byte's two apart from the next by
     /// `separator`. Written in place: this runs for every topic and every view of an address.
