@@ -116,12 +116,14 @@ bench-rebuild: deps .build-e2e/loadgen
 	scripts/rebuild-bench.sh $(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),100000)
 
 ## bench-memory: the bridge's RSS per accessory, running and after a restart, between COUNTS accessories
-## ("100000 1000000"; each lists an idle source of its own), with BRIDGE_ARGS (scripts/memory-bench.sh).
+## ("100000 1000000"; each lists an idle source of its own, placed once at MEMORY_RATE reports/s), with BRIDGE_ARGS
+## (scripts/memory-bench.sh).
 COUNTS       ?= 100000 1000000
+MEMORY_RATE  ?= 4000
 .PHONY: bench-memory
 bench-memory: deps .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
-	COUNTS="$(COUNTS)" BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/memory-bench.sh
+	COUNTS="$(COUNTS)" RATE=$(MEMORY_RATE) BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/memory-bench.sh
 
 ## soak: a release bridge under a steady paced load for MINUTES (60), RSS every minute; fails if a report is lost,
 ## the bridge dies or logs an error (scripts/soak.sh).
