@@ -185,7 +185,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // What several test targets share: a seeded random number generator, a real mosquitto on a free port.
+        // What several test targets share: a seeded random number generator, a real mosquitto on a free port, a log
+        // recorder.
         .target(
             name: "TestSupport",
             dependencies: [.product(name: "Logging", package: "swift-log")],

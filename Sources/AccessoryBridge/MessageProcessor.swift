@@ -96,7 +96,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             }
             connectedBefore = true
         case .queueDrained:
-            logger.info("the outbound queue has room again")
+            outbox.overflow.drained(logger: logger)
             resumePublishing()
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
@@ -359,8 +359,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat
                 let encoded = codec.encoded(state, as: format)
                 published = encoded
-                sent = outbox.publishState(encoded)
-                homeAutomation?.stateChanged(state)
+                let stateSent = outbox.publishState(encoded)
+                // Its view goes with it: what could not be queued is published again with the state.
+                let viewSent = homeAutomation?.stateChanged(state) ?? true
+                sent = stateSent && viewSent
             case .answer(let answer):
                 guard let request else { continue }
                 note(answer, of: request)

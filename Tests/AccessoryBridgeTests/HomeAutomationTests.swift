@@ -92,6 +92,23 @@ import Testing
         #expect(placed["routed_source"] as? String == "12:34:56:78:9A:BC")
     }
 
+    /// A full queue that refuses the view and the config but not the state: both go out once it drains, with the
+    /// state again.
+    @Test func aViewOrConfigTheQueueRefusedGoesOutOnceItDrains() throws {
+        recorder.refusedTopics.withLock { $0 = [Self.view, Self.config] }
+        let published = setUpHeadphones()
+        #expect(published.contains { $0.topic == "audio/accessories/headphones/state" })
+        #expect(!published.contains { $0.topic == Self.view || $0.topic == Self.config })
+        recorder.refusedTopics.withLock { $0 = [] }
+        processor.event(.queueDrained)
+        let again = recorder.take()
+        #expect(try Self.json(Self.last(Self.view, in: again))["sources"] as? [String] == [
+            "12:34:56:78:9A:BC", "AB:CD:EF:01:23:45",
+        ])
+        #expect(try Self.json(Self.last(Self.config, in: again))["dev"] != nil)
+        #expect(again.contains { $0.topic == "audio/accessories/headphones/state" })
+    }
+
     @Test func everyCommandIsAnEventNeverRetained() throws {
         setUpHeadphones()
         source(Self.phone, .media)

@@ -6,6 +6,7 @@ import Logging
 import MQTTClient
 import MetricsTestKit
 import Synchronization
+import TestSupport
 import Testing
 
 /// The bridge's message handling without a broker: what each inbound message makes it publish.
@@ -15,9 +16,11 @@ import Testing
         private let messages = Mutex<[MQTTMessage]>([])
         /// While set, every publish fails as MQTTClient's does when disconnected beyond its queue's bound.
         let refusing = Mutex(false)
+        /// Publishes on these topics fail the same way.
+        let refusedTopics = Mutex<Set<String>>([])
 
         func send(_ message: MQTTMessage) throws(MQTTError) {
-            if refusing.withLock({ $0 }) {
+            if refusing.withLock({ $0 }) || refusedTopics.withLock({ $0.contains(message.topic) }) {
                 throw MQTTError(kind: .queueFull, code: 4, message: "disconnected, and the queue is full")
             }
             messages.withLock { $0.append(message) }
@@ -41,6 +44,7 @@ import Testing
     let recorder = Recorder()
     let clock = TestClock()
     let metrics = TestMetrics()
+    let logs = LogRecorder()
     let processor: MessageProcessor
     let codec = WireCodec()
     static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
@@ -54,7 +58,7 @@ import Testing
         configuration.statisticsInterval = nil
         processor = MessageProcessor(
             configuration: configuration, instanceID: "t", publisher: recorder, clock: clock.wallClock,
-            logger: Logger(label: "test"), metrics: metrics)
+            logger: Logger(label: "test") { [logs] _ in logs }, metrics: metrics)
     }
 
     // MARK: - Helpers
@@ -433,6 +437,39 @@ import Testing
         telemetry(.placement(.onHead), sequence: 4)
         let retry = try #require(try results(recorder.take()).first)
         #expect(retry.duplicate && retry.error == Audioaccessory_V1_ErrorCode.none)
+    }
+
+    @Test func aFullQueueIsLoggedOnceWhenItStartsAndOnceWhenItDrains() throws {
+        setUpHeadphones()
+        recorder.refusing.withLock { $0 = true }
+        for sequence in UInt64(4)...13 {
+            telemetry(.placement(sequence.isMultiple(of: 2) ? .onHead : .offHead), sequence: sequence)
+        }
+        // A state and an answer for each of ten reports, all refused: counted each, logged once.
+        #expect(try metrics.expectCounter("accessory_bridge_publish_failures_total").totalValue == 20)
+        var warnings = logs.all.filter { $0.hasPrefix("warning") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("the outbound queue is full") == true)
+        #expect(warnings.first?.contains("mqtt.topic=audio/accessories/headphones/state") == true)
+        #expect(!logs.all.contains { $0.contains("publish failed") })
+
+        recorder.refusing.withLock { $0 = false }
+        processor.event(.queueDrained)
+        warnings = logs.all.filter { $0.hasPrefix("warning") }
+        #expect(warnings.count == 2)
+        #expect(warnings.last?.hasPrefix("warning the outbound queue has room again") == true)
+        #expect(warnings.last?.contains("refused=20") == true)
+        // The latest state went out once the queue drained.
+        #expect(try states(recorder.take()).map(\.lastSequence) == [13])
+
+        // The next overflow is logged again, with its own count.
+        recorder.refusing.withLock { $0 = true }
+        telemetry(.placement(.onHead), sequence: 14)
+        recorder.refusing.withLock { $0 = false }
+        processor.event(.queueDrained)
+        warnings = logs.all.filter { $0.hasPrefix("warning") }
+        #expect(warnings.count == 4)
+        #expect(warnings.last?.contains("refused=2") == true)
     }
 
     @Test func aSourceBecomingActiveIsRoutedAndTheStateRepublished() throws {

@@ -41,32 +41,6 @@ final class RunningBridge: Sendable {
     }
 }
 
-/// Keeps every log line, rendered as `level message key=value …`, for tests that check what the bridge logs.
-final class LogRecorder: LogHandler, Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var logLevel: Logger.Level {
-        get { .trace }
-        set {}
-    }
-    var metadata: Logger.Metadata {
-        get { [:] }
-        set {}
-    }
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { nil }
-        set {}
-    }
-
-    func log(event: LogEvent) {
-        let metadata = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        let line = (["\(event.level)", "\(event.message)"] + metadata).joined(separator: " ")
-        lines.withLock { $0.append(line) }
-    }
-
-    var all: [String] { lines.withLock { $0 } }
-}
-
 /// An MQTT peer of the tests: a hub, a playing device or an observer. Records what it receives.
 final class Peer: Sendable {
     let client: MQTTClient

@@ -33,19 +33,22 @@ struct HomeAutomationPublisher: Sendable {
 
     // MARK: - Events of the bridge
 
-    /// An accessory's state was published: its view, and its discovery config if that changed.
-    mutating func stateChanged(_ state: AccessoryState) {
+    /// An accessory's state was published: its view, and its discovery config if that changed. Returns whether all of
+    /// it could be queued: what could not goes out again when the state is published again (a config is then no
+    /// longer counted as published).
+    @discardableResult
+    mutating func stateChanged(_ state: AccessoryState) -> Bool {
         let id = state.accessory.id
         guard state.accessory.registration != .unpaired else {
             // Unpaired: its view and its device go (empty retained messages remove them).
-            send(.accessoryView(accessory: id), [], retain: true)
-            if let discovery, published.removeValue(forKey: id) != nil {
-                outbox.publish(json: [], to: discovery.configTopic(discovery.accessoryID(id)), retain: true)
-            }
-            return
+            let viewSent = send(.accessoryView(accessory: id), [], retain: true)
+            guard let discovery, let key = published.removeValue(forKey: id) else { return viewSent }
+            let configSent = outbox.publish(json: [], to: discovery.configTopic(discovery.accessoryID(id)), retain: true)
+            if !configSent { published[id] = key }
+            return viewSent && configSent
         }
-        send(.accessoryView(accessory: id), HomeAutomationJSON.view(state), retain: true)
-        announce(state)
+        let viewSent = send(.accessoryView(accessory: id), HomeAutomationJSON.view(state), retain: true)
+        return announce(state) && viewSent
     }
 
     /// A switch command went out: the accessory's event.
@@ -113,27 +116,45 @@ struct HomeAutomationPublisher: Sendable {
         retainedConfigs.removeAll()
     }
 
-    private mutating func announce(_ state: AccessoryState) {
-        guard let discovery else { return }
-        announce(state.accessory.hub)
+    /// The accessory's config (and its hub's) unless published already; returns whether what was due could be queued
+    /// (if not, it is due again).
+    @discardableResult
+    private mutating func announce(_ state: AccessoryState) -> Bool {
+        guard let discovery else { return true }
+        let hubSent = announce(state.accessory.hub)
+        let id = state.accessory.id
         let key = discovery.configKey(state)
-        guard published.updateValue(key, forKey: state.accessory.id) != key else { return }
-        publish(config: HomeAssistantDiscovery.payload(discovery.accessoryConfig(state)),
-            objectID: discovery.accessoryID(state.accessory.id))
+        let previous = published.updateValue(key, forKey: id)
+        guard previous != key else { return hubSent }
+        guard publish(config: HomeAssistantDiscovery.payload(discovery.accessoryConfig(state)),
+            objectID: discovery.accessoryID(id))
+        else {
+            published[id] = previous
+            return false
+        }
+        return hubSent
     }
 
-    private mutating func announce(_ hub: HubID) {
-        guard let discovery, hubsAnnounced.insert(hub).inserted else { return }
-        publish(config: HomeAssistantDiscovery.payload(discovery.hubConfig(hub)), objectID: discovery.hubID(hub))
+    @discardableResult
+    private mutating func announce(_ hub: HubID) -> Bool {
+        guard let discovery, hubsAnnounced.insert(hub).inserted else { return true }
+        guard publish(config: HomeAssistantDiscovery.payload(discovery.hubConfig(hub)), objectID: discovery.hubID(hub))
+        else {
+            hubsAnnounced.remove(hub)
+            return false
+        }
+        return true
     }
 
-    /// Publishes a config unless the same bytes are retained already.
-    private mutating func publish(config: [UInt8], objectID: String) {
-        guard let discovery, retainedConfigs.removeValue(forKey: objectID) != config.hashValue else { return }
-        outbox.publish(json: config, to: discovery.configTopic(objectID), retain: true)
+    /// Publishes a config unless the same bytes are retained already; returns whether it is (or could be queued).
+    @discardableResult
+    private mutating func publish(config: [UInt8], objectID: String) -> Bool {
+        guard let discovery, retainedConfigs.removeValue(forKey: objectID) != config.hashValue else { return true }
+        return outbox.publish(json: config, to: discovery.configTopic(objectID), retain: true)
     }
 
-    private func send(_ topic: Topic, _ payload: [UInt8], retain: Bool) {
+    @discardableResult
+    private func send(_ topic: Topic, _ payload: [UInt8], retain: Bool) -> Bool {
         outbox.publish(json: payload, to: topic.name(under: root), retain: retain)
     }
 }

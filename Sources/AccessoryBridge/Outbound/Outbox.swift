@@ -15,6 +15,8 @@ struct Outbox: Sendable {
     let defaultFormat: PayloadFormat
     let metrics: BridgeMetrics
     let logger: Logger
+    /// Shared by every copy: what the log says while the client's queue is full.
+    let overflow = QueueOverflow()
 
     /// Publishes an accessory's retained state.
     func publishState(_ state: EncodedState) -> Bool {
@@ -80,7 +82,11 @@ struct Outbox: Sendable {
             return true
         } catch {
             metrics.publishFailures.increment()
-            logger.error("publish failed", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+            if error.kind == .queueFull {
+                overflow.refused(message, error, logger: logger)
+            } else {
+                logger.error("publish failed", metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+            }
             return false
         }
     }
