@@ -13,10 +13,8 @@ struct AccessoryStore: Sendable {
     private var hubNumbers: [HubID: Int32] = [:]
     /// The slots of each hub's accessories, by hub number (4 bytes each, where an id takes 16).
     private var byHub: [[Int32]] = []
-    // What few accessories have, by slot (see StoredAccessory.extras).
-    private var lastErrors: [Int32: AccessoryControlError] = [:]
-    private var diagnostics: [Int32: [Diagnostic]] = [:]
-    private var configurations: [Int32: Configuration] = [:]
+    /// What few accessories have, by slot (see ``StoredAccessory/Beside``).
+    private var beside: [Int32: StoredAccessory.Beside] = [:]
 
     var count: Int { accessories.count }
 
@@ -45,12 +43,12 @@ struct AccessoryStore: Sendable {
     /// Adds `accessory`, or replaces the one with its id.
     mutating func save(_ accessory: Accessory) {
         let hub = number(of: accessory.hub)
-        let stored = StoredAccessory(accessory, hub: hub)
+        let (stored, kept) = StoredAccessory.split(accessory, hub: hub)
         let slot: Int
-        var previousExtras: StoredAccessory.Extras = []
+        var hadBeside = false
         if let known = index.slot(of: accessory.id, in: accessories) {
             slot = known
-            previousExtras = accessories[slot].extras
+            hadBeside = accessories[slot].hasBeside
             let previousHub = accessories[slot].hub
             accessories[slot] = stored
             if previousHub != hub {
@@ -64,27 +62,13 @@ struct AccessoryStore: Sendable {
             index.insert(slot, of: accessories)
             byHub[Int(hub)].append(Int32(slot))
         }
-        // Only the tables that held or now hold something for it are touched.
-        let key = Int32(slot)
-        let touched = previousExtras.union(stored.extras)
-        if touched.contains(.lastError) { lastErrors[key] = accessory.lastError }
-        if touched.contains(.diagnostics) {
-            diagnostics[key] = stored.extras.contains(.diagnostics) ? accessory.diagnostics : nil
-        }
-        if touched.contains(.configuration) {
-            configurations[key] = stored.extras.contains(.configuration) ? accessory.configuration : nil
-        }
+        // The table is touched only when it held or now holds something for it.
+        if hadBeside || kept != nil { beside[Int32(slot)] = kept }
     }
 
     private func accessory(at slot: Int) -> Accessory {
         let stored = accessories[slot]
-        let key = Int32(slot)
-        let extras = stored.extras
-        return stored.accessory(
-            hub: hubs[Int(stored.hub)],
-            lastError: extras.contains(.lastError) ? lastErrors[key] : nil,
-            diagnostics: extras.contains(.diagnostics) ? diagnostics[key] ?? [] : [],
-            configuration: extras.contains(.configuration) ? configurations[key] : nil)
+        return stored.accessory(hub: hubs[Int(stored.hub)], beside: stored.hasBeside ? beside[Int32(slot)] : nil)
     }
 
     /// The number of `hub`, given on first sight.

@@ -8,10 +8,10 @@ import Testing
     @Test func perAccessoryRecordsStaySmall() {
         #expect(MemoryLayout<SourcePair>.stride == 16)
         #expect(MemoryLayout<Accessory>.stride == 184)
-        #expect(MemoryLayout<RoutingAccessory>.stride == 56)
-        #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 72)
-        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 72)
-        #expect(MemoryLayout<SlotList>.stride == 16)
+        #expect(MemoryLayout<RoutingAccessory>.stride == 48)
+        #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 64)
+        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 48)
+        #expect(MemoryLayout<SlotList>.stride == 8)
     }
 
     /// A pair packs each address in 64 bits with an out-of-range value for "none": the lowest and highest addresses
@@ -24,19 +24,43 @@ import Testing
         #expect(!SourcePair(primary: low, secondary: nil).contains(high))
     }
 
-    @Test func slotListKeepsTwoInlineAndMoreBeyond() {
+    @Test func slotListKeepsTwo() {
         var list = SlotList()
         #expect(list.isEmpty && Array(list).isEmpty)
-        for slot in [7, 3, 9, 4] { list.append(slot) }
-        #expect(Array(list) == [7, 3, 9, 4])
-        list.remove(3)
-        #expect(Array(list) == [7, 9, 4])
-        list.replace(9, with: 1)
-        #expect(Array(list) == [7, 1, 4])
-        list.remove(7)
-        list.remove(4)
-        #expect(Array(list) == [1])
-        list.remove(1)
-        #expect(list.isEmpty)
+        let (first, second, third) = (list.insert(7), list.insert(3), list.insert(9))
+        #expect(first && second)
+        #expect(!third, "a third goes beside, in the engine")
+        #expect(Array(list) == [7, 3])
+        list.replace(3, with: 1)
+        #expect(Array(list) == [7, 1])
+    }
+
+    /// A phone that five accessories list: two are kept in its entry, three beside; listings removed and slots
+    /// moved (an accessory forgotten moves the last into its slot) keep both in step.
+    @Test func aSourceListedByManyAccessoriesFindsTheRightOnes() {
+        let phone = Fixture.phone
+        let ids = (0..<5).map { AccessoryID("acc-\($0)")! }
+        var h = RoutingHarness()
+        for id in ids {
+            h.register(id, placement: .onHead, sources: [phone])
+            h.advance(.seconds(1))
+        }
+        // acc-4, the most recently worn, is the target; then it stops listing the phone.
+        h.connect(ids[4], [])
+        // acc-1 is forgotten (unpaired): the last entry moves into its slot.
+        h.registration(ids[1], .unpaired)
+        // acc-3 is taken off: acc-2 is the most recently worn that lists the phone.
+        h.place(ids[3], .offHead)
+        #expect(h.source(phone, .media) == [.route(phone, ids[2], .sourceActivated)])
+        h.source(phone, .idle)
+        #expect(h.place(ids[2], .offHead) == [.pause(phone, ids[2], .takenOff)])
+        for id in [ids[0], ids[2], ids[3]] { h.connect(id, []) }
+        // Once rule 5's window closed, nothing keeps the phone.
+        h.advance(.seconds(16))
+        h.tick()
+        #expect(h.engine.footprint.sources == 0, "no listing is left behind")
+        h.connect(ids[0], [phone])
+        h.place(ids[0], .onHead)
+        #expect(h.source(phone, .call) == [.route(phone, ids[0], .sourceActivated)])
     }
 }

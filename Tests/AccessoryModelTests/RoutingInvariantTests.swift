@@ -92,8 +92,10 @@ import TestSupport
             after.placement = [nil, .inEar, .onHead, .overTheEar, .offHead, .offHead].randomElement(using: &random)!
         case 40..<70:
             let count = Int.random(in: 0...2, using: &random)
-            after.connected = SourcePair(sourceAddresses.shuffled(using: &random).prefix(count))
-            after.sources = after.connected
+            after = RoutingAccessory(
+                id: id, registration: before.registration, capabilities: before.capabilities,
+                placement: before.placement, sources: SourcePair(sourceAddresses.shuffled(using: &random).prefix(count)),
+                isStale: before.isStale, automaticSwitching: before.automaticSwitching)
         case 70..<80:
             after.registration = [.registered, .registered, .registered, .paired, .invalidated, .unpaired]
                 .randomElement(using: &random)!

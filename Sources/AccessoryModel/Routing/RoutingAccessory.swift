@@ -1,11 +1,11 @@
 /// What the routing engine needs to know of an accessory: a snapshot taken after each change.
 public struct RoutingAccessory: Hashable, Sendable {
-    // The widest fields first: 56 bytes rather than 72, for a copy the engine keeps of every accessory that takes part.
+    // The widest fields first: 48 bytes rather than 64, for a copy the engine keeps of every accessory that takes part.
     public var id: AccessoryID
     /// The sources the accessory is connected to, primary first.
     public var connected: SourcePair
-    /// Its candidate sources: the connected ones, or only the pinned one (rule 12).
-    public var sources: SourcePair
+    /// ``pinnedSource``'s 48 bits, or ``SourcePair``'s value for none (8 bytes, where an optional address takes 16).
+    private var pinned: UInt64
     public var capabilities: Capabilities
     public var registration: Registration
     public var placement: Placement?
@@ -23,9 +23,19 @@ public struct RoutingAccessory: Hashable, Sendable {
         self.capabilities = capabilities
         self.placement = placement
         self.connected = sources
-        self.sources = pinnedSource.map { sources.contains($0) ? [$0] : [] } ?? sources
+        self.pinned = pinnedSource?.rawValue ?? UInt64.max
         self.isStale = isStale
         self.automaticSwitching = automaticSwitching
+    }
+
+    /// The source the person pinned (rule 12), if any.
+    public var pinnedSource: BluetoothAddress? { BluetoothAddress(rawValue: pinned) }
+
+    /// Its candidate sources: the connected ones, or only the pinned one (rule 12): none while the pinned one is not
+    /// connected.
+    public var sources: SourcePair {
+        guard let pinnedSource else { return connected }
+        return connected.contains(pinnedSource) ? [pinnedSource] : []
     }
 
     /// The routing view of an accessory's state.

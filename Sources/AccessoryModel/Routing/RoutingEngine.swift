@@ -88,6 +88,11 @@ public struct RoutingEngine: Sendable {
     private var pausedByTakeOff: [BluetoothAddress: PausedPlayback] = [:]
     /// Rule 11's memory: per accessory, the sources calls displaced from it, oldest first. Only while calls last.
     private var interruptions: [AccessoryID: [Interruption]] = [:]
+    /// Rule 9's memory: per source, the route its device has as far as the engine knows, from the engine's own
+    /// commands and the device's reports. Only the sources that have one: routed ones, mostly.
+    private var routesInForce: [BluetoothAddress: AccessoryID] = [:]
+    /// Per source listed by more than two accessories, the slots of the third and later ones (see ``SlotList``).
+    private var moreListings: [BluetoothAddress: [Int32]] = [:]
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
         self.policy = policy
@@ -242,7 +247,7 @@ public struct RoutingEngine: Sendable {
         let stale = report.lastCommandSequence != 0 && report.lastCommandSequence < sources[source].lastIssued
         let reportedRoute = stale ? nil : report.routedAccessory
         if let reported = reportedRoute {
-            sources[source].inForce = reported
+            setInForce(source, reported)
         }
         let activity = sources[source].activity
         noteReportOfDisplaced(source, report, before: before)
@@ -280,7 +285,7 @@ public struct RoutingEngine: Sendable {
         guard let source = kept(command.source) else { return }
         // What the device has is unknown now, which rule 9 treats as "nothing": the next ROUTE is sent, and no PAUSE
         // or RELEASE off an accessory the device may not have.
-        sources[source].inForce = nil
+        setInForce(source, nil)
         owed[command.source, default: []].append(command)
     }
 
@@ -301,11 +306,12 @@ public struct RoutingEngine: Sendable {
                     case .pause, .release: routed != command.accessoryID
                     }
                 guard stillTrue else { continue }
-                sources[source].inForce =
+                let inForceNow: AccessoryID? =
                     switch command.action {
                     case .routeToAccessory, .resume: command.accessoryID
                     case .pause, .release: nil
                     }
+                setInForce(source, inForceNow)
                 issue(command.action, to: source, accessory: command.accessoryID, reason: command.reason, at: now,
                     into: &output)
             }
@@ -339,7 +345,7 @@ public struct RoutingEngine: Sendable {
         sources[source].routedAccessory = slot
         // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
         if !sources[source].reportedRoute {
-            sources[source].inForce = view.id
+            setInForce(source, view.id)
         }
         accessories[slot].routedSource = source
     }
@@ -355,7 +361,7 @@ public struct RoutingEngine: Sendable {
             if activity.isActive { sources[source].activeSince = now }
         }
         if let routed = report.routedAccessory {
-            sources[source].inForce = routed
+            setInForce(source, routed)
             sources[source].reportedRoute = true
         }
     }
@@ -403,7 +409,7 @@ public struct RoutingEngine: Sendable {
     private mutating func activate(_ source: Int, at now: Timestamp, into output: inout RoutingOutput) {
         // The most recently worn; between equals, the smallest id, so the choice is deterministic.
         var target: Int?
-        for candidate in sources[source].listedBy where accessories[candidate].view.isWorn {
+        for candidate in listings(of: source) where accessories[candidate].view.isWorn {
             guard let current = target else {
                 target = candidate
                 continue
@@ -497,8 +503,8 @@ public struct RoutingEngine: Sendable {
         sources[source].routedAccessory = accessory
         accessories[accessory].routedSource = source
         output.noteRerouted(id)
-        if sources[source].inForce != id {
-            sources[source].inForce = id
+        if inForce(source) != id {
+            setInForce(source, id)
             issue(.routeToAccessory, to: source, accessory: id, reason: reason, at: now, into: &output)
         }
     }
@@ -514,8 +520,8 @@ public struct RoutingEngine: Sendable {
         accessories[accessory].routedSource = nil
         sources[source].routedAccessory = nil
         output.noteRerouted(id)
-        guard sources[source].inForce == id else { return false }
-        sources[source].inForce = nil
+        guard inForce(source) == id else { return false }
+        setInForce(source, nil)
         issue(action, to: source, accessory: id, reason: reason, at: now, into: &output)
         return true
     }
@@ -555,8 +561,10 @@ public struct RoutingEngine: Sendable {
     private mutating func noteReportOfDisplaced(
         _ source: Int, _ report: SourceReport, before: Activity
     ) {
+        // Most of the time no call interrupted anything.
+        guard !interruptions.isEmpty else { return }
         let address = sources[source].address
-        for accessory in sources[source].listedBy {
+        for accessory in listings(of: source) {
             let id = accessories[accessory].view.id
             guard let stack = interruptions[id], stack.contains(where: { $0.displaced == address }) else { continue }
             interruptions[id] = stack.map { entry in
@@ -631,11 +639,40 @@ public struct RoutingEngine: Sendable {
 
     private mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair) {
         for address in old where !new.contains(address) {
-            sources[sourceSlot(address)].listedBy.remove(accessory)
+            let source = sourceSlot(address)
+            setListings(of: source, to: listings(of: source).filter { $0 != accessory })
         }
         for address in new where !old.contains(address) {
-            sources[sourceSlot(address)].listedBy.append(accessory)
+            let source = sourceSlot(address)
+            if !sources[source].listedBy.insert(accessory) {
+                moreListings[address, default: []].append(Int32(accessory))
+            }
         }
+    }
+
+    /// The slots of the accessories that list `source` (its candidate accessories).
+    private func listings(of source: Int) -> [Int] {
+        let inline = Array(sources[source].listedBy)
+        guard let more = moreListings[sources[source].address] else { return inline }
+        return inline + more.map(Int.init)
+    }
+
+    /// Keeps `slots` as the accessories that list `source`: two inline, the rest beside.
+    private mutating func setListings(of source: Int, to slots: [Int]) {
+        var inline = SlotList()
+        var more: [Int32] = []
+        for slot in slots where !inline.insert(slot) { more.append(Int32(slot)) }
+        sources[source].listedBy = inline
+        moreListings[sources[source].address] = more.isEmpty ? nil : more
+    }
+
+    /// The route the device of `source` has, as far as the engine knows (rule 9).
+    private func inForce(_ source: Int) -> AccessoryID? {
+        routesInForce[sources[source].address]
+    }
+
+    private mutating func setInForce(_ source: Int, _ accessory: AccessoryID?) {
+        routesInForce[sources[source].address] = accessory
     }
 
     /// Rule 12: forgets `id` without a command. Its route, if any, stays in force on the device (rule 9 keeps
@@ -666,6 +703,10 @@ public struct RoutingEngine: Sendable {
             for address in moved.view.sources {
                 let source = kept(address)!
                 sources[source].listedBy.replace(last, with: slot)
+                if var more = moreListings[address] {
+                    for index in more.indices where more[index] == Int32(last) { more[index] = Int32(slot) }
+                    moreListings[address] = more
+                }
             }
             if let source = moved.routedSource {
                 sources[source].routedAccessory = slot
@@ -681,7 +722,7 @@ public struct RoutingEngine: Sendable {
     private mutating func pruneSource(_ address: BluetoothAddress) {
         guard let slot = kept(address) else { return }
         let entry = sources[slot]
-        guard entry.listedBy.isEmpty, entry.routedAccessory == nil, !entry.activity.isActive, entry.inForce == nil,
+        guard entry.listedBy.isEmpty, entry.routedAccessory == nil, !entry.activity.isActive, routesInForce[address] == nil,
             pausedByTakeOff[address] == nil, owed[address] == nil
         else { return }
         sourceIndex.remove(slot, of: sources)
@@ -708,8 +749,9 @@ extension RoutingEngine {
         @OptionalSlot var routedSource: Int? = nil
     }
 
-    /// Its fields are ordered widest first (72 bytes rather than 96), and what few sources have at a time (commands
-    /// owed, a rule 5 pause) lives beside it: the engine keeps one for every source an accessory lists.
+    /// Its fields are ordered widest first (48 bytes rather than 72), and what few sources have at a time (a route in
+    /// force, commands owed, a rule 5 pause, a third accessory listing it) lives beside it: the engine keeps one for
+    /// every source an accessory lists.
     struct SourceEntry: SlotIndexed, Sendable {
         let address: BluetoothAddress
         /// When it last became active.
@@ -717,10 +759,8 @@ extension RoutingEngine {
         var lastReportSequence: UInt64 = 0
         /// Where its count of commands stands (its next command takes the next number).
         var commandSequence: UInt64
-        /// The slots of the accessories that list it (its candidate accessories).
+        /// The slots of the first two accessories that list it (see ``RoutingEngine/listings(of:)``).
         var listedBy = SlotList()
-        /// The route the device has, as far as the engine knows: from its own commands and the device's reports.
-        var inForce: AccessoryID?
         /// The slot of the accessory it is routed to (rule 3).
         @OptionalSlot var routedAccessory: Int? = nil
         var activity: Activity = .idle
