@@ -13,8 +13,13 @@ struct AccessoryStore: Sendable {
     private var hubNumbers: [HubID: Int32] = [:]
     /// The slots of each hub's accessories, by hub number (4 bytes each, where an id takes 16).
     private var byHub: [[Int32]] = []
-    /// What few accessories have, by slot (see ``StoredAccessory/Beside``).
-    private var beside: [Int32: StoredAccessory.Beside] = [:]
+    // What few accessories have, by slot (see StoredAccessory.extras), each in a table of its own, whose storage is
+    // sized by its own entries and given back once they went (diagnostics are common for a while during a set-up).
+    private var lastErrors = SparseTable<AccessoryControlError>()
+    private var diagnostics = SparseTable<[Diagnostic]>()
+    private var configurations = SparseTable<Configuration>()
+    private var pinnedSources = SparseTable<BluetoothAddress>()
+    private var wideCapabilities = SparseTable<StoredAccessory.WideCapabilities>()
 
     var count: Int { accessories.count }
 
@@ -43,12 +48,12 @@ struct AccessoryStore: Sendable {
     /// Adds `accessory`, or replaces the one with its id.
     mutating func save(_ accessory: Accessory) {
         let hub = number(of: accessory.hub)
-        let (stored, kept) = StoredAccessory.split(accessory, hub: hub)
+        let stored = StoredAccessory(accessory, hub: hub)
         let slot: Int
-        var hadBeside = false
+        var previousExtras: StoredAccessory.Extras = []
         if let known = index.slot(of: accessory.id, in: accessories) {
             slot = known
-            hadBeside = accessories[slot].hasBeside
+            previousExtras = accessories[slot].extras
             let previousHub = accessories[slot].hub
             accessories[slot] = stored
             if previousHub != hub {
@@ -62,13 +67,39 @@ struct AccessoryStore: Sendable {
             index.insert(slot, of: accessories)
             byHub[Int(hub)].append(Int32(slot))
         }
-        // The table is touched only when it held or now holds something for it.
-        if hadBeside || kept != nil { beside[Int32(slot)] = kept }
+        // Only the tables that held or now hold something for it are touched.
+        let key = Int32(slot)
+        let touched = previousExtras.union(stored.extras)
+        if touched.contains(.lastError) { lastErrors[key] = accessory.lastError }
+        if touched.contains(.diagnostics) {
+            diagnostics[key] = stored.extras.contains(.diagnostics) ? accessory.diagnostics : nil
+        }
+        if touched.contains(.configuration) {
+            configurations[key] = stored.extras.contains(.configuration) ? accessory.configuration : nil
+        }
+        if touched.contains(.pinnedSource) { pinnedSources[key] = accessory.pinnedSource }
+        if touched.contains(.capabilities) {
+            wideCapabilities[key] =
+                stored.extras.contains(.capabilities)
+                ? StoredAccessory.WideCapabilities(
+                    configuration: accessory.configuration.deviceCapabilities, hardware: accessory.hardwareCapabilities)
+                : nil
+        }
     }
 
     private func accessory(at slot: Int) -> Accessory {
         let stored = accessories[slot]
-        return stored.accessory(hub: hubs[Int(stored.hub)], beside: stored.hasBeside ? beside[Int32(slot)] : nil)
+        let key = Int32(slot)
+        let extras = stored.extras
+        var beside = StoredAccessory.Beside()
+        if !extras.isEmpty {
+            if extras.contains(.lastError) { beside.lastError = lastErrors[key] }
+            if extras.contains(.diagnostics) { beside.diagnostics = diagnostics[key] ?? [] }
+            if extras.contains(.configuration) { beside.configuration = configurations[key] }
+            if extras.contains(.pinnedSource) { beside.pinnedSource = pinnedSources[key] }
+            if extras.contains(.capabilities) { beside.capabilities = wideCapabilities[key] }
+        }
+        return stored.accessory(hub: hubs[Int(stored.hub)], beside: beside)
     }
 
     /// The number of `hub`, given on first sight.

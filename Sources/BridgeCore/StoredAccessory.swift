@@ -9,18 +9,32 @@ import AccessoryModel
 ///
 /// Its hub is a number in the store's table of hubs, its audio sources are 48-bit addresses in 64-bit fields, its
 /// capabilities a byte each, and what few accessories have (an error kept for a retry, diagnostics, a configuration
-/// whose identifiers are not 6-byte addresses, a pinned source, a capability this model does not know) lives beside it
-/// in the store (``Beside``), marked by ``hasBeside``. It converts back to the same ``Accessory``, field for field.
+/// whose identifiers are not 6-byte addresses, a pinned source, a capability this model does not know) lives beside
+/// it in the store, marked by ``extras``. It converts back to the same ``Accessory``, field for field.
 struct StoredAccessory: SlotIndexed, Sendable {
-    /// What the store keeps beside an accessory that needs it.
-    struct Beside: Sendable {
+    /// What the store keeps beside an accessory, each in a table of its own.
+    struct Extras: OptionSet, Sendable {
+        let rawValue: UInt8
+        static let lastError = Extras(rawValue: 1 << 0)
+        static let diagnostics = Extras(rawValue: 1 << 1)
+        static let configuration = Extras(rawValue: 1 << 2)
+        static let pinnedSource = Extras(rawValue: 1 << 3)
+        /// Both capability sets, when either does not fit in a byte.
+        static let capabilities = Extras(rawValue: 1 << 4)
+    }
+
+    /// What the store kept beside an accessory, read back.
+    struct Beside {
         var lastError: AccessoryControlError?
         var diagnostics: [Diagnostic] = []
-        /// The configuration, when its source identifiers are not 6-byte addresses or none.
         var configuration: Configuration?
         var pinnedSource: BluetoothAddress?
-        /// Both capability sets, when either does not fit in a byte.
-        var capabilities: (configuration: Capabilities, hardware: Capabilities)?
+        var capabilities: WideCapabilities?
+    }
+
+    struct WideCapabilities: Sendable {
+        var configuration: Capabilities
+        var hardware: Capabilities
     }
 
     // Widest first, so that padding costs the least.
@@ -31,20 +45,19 @@ struct StoredAccessory: SlotIndexed, Sendable {
     var updatedAt: Timestamp
     /// ``Accessory/registeredAt`` in milliseconds, or ``none``.
     var registeredAt: Int64
-    /// The configuration's source identifiers, or ``noAddress`` (meaningless when ``Beside/configuration`` is set).
+    /// The configuration's source identifiers, or ``noAddress`` (meaningless when ``extras`` has `.configuration`).
     var primary: UInt64
     var secondary: UInt64
     /// The hub's number in the store's table of hubs.
     var hub: Int32
-    /// The capabilities' raw values (meaningless when ``Beside/capabilities`` is set).
+    /// The capabilities' raw values (meaningless when ``extras`` has `.capabilities`).
     var capabilities: UInt8
     var hardwareCapabilities: UInt8
     var placement: Placement?
     var registration: Registration
     var isStale: Bool
     var automaticSwitching: Bool
-    /// The store keeps a ``Beside`` for it.
-    var hasBeside: Bool
+    var extras: Extras
 
     static let none = Int64.min
     /// Above every 48-bit address: `BluetoothAddress(rawValue:)` reads it as none.
@@ -52,61 +65,52 @@ struct StoredAccessory: SlotIndexed, Sendable {
 
     var indexKey: AccessoryID { id }
 
-    /// `accessory`, its hub numbered `hub`, and what the store keeps beside it, if anything.
-    static func split(_ accessory: Accessory, hub: Int32) -> (StoredAccessory, Beside?) {
-        var beside = Beside()
-        var needed = false
+    /// `accessory`, its hub numbered `hub`; the extras it needs are marked, and the store keeps them.
+    init(_ accessory: Accessory, hub: Int32) {
+        id = accessory.id
+        name = accessory.name
+        model = accessory.model
+        lastSequence = accessory.lastSequence
+        updatedAt = accessory.updatedAt
+        registeredAt = accessory.registeredAt?.unixMilliseconds ?? Self.none
+        self.hub = hub
         let configuration = accessory.configuration
-        let (primary, secondary): (UInt64, UInt64)
-        if let first = packed(configuration.primaryAudioSourceDeviceIdentifier),
-            let second = packed(configuration.secondaryAudioSourceDeviceIdentifier)
+        capabilities = UInt8(truncatingIfNeeded: configuration.deviceCapabilities.rawValue)
+        hardwareCapabilities = UInt8(truncatingIfNeeded: accessory.hardwareCapabilities.rawValue)
+        placement = configuration.devicePlacement
+        registration = accessory.registration
+        isStale = accessory.isStale
+        automaticSwitching = accessory.automaticSwitching
+        extras = []
+        if accessory.lastError != nil { extras.insert(.lastError) }
+        if !accessory.diagnostics.isEmpty { extras.insert(.diagnostics) }
+        if accessory.pinnedSource != nil { extras.insert(.pinnedSource) }
+        if configuration.deviceCapabilities.rawValue > UInt8.max || accessory.hardwareCapabilities.rawValue > UInt8.max {
+            extras.insert(.capabilities)
+        }
+        if let primary = Self.packed(configuration.primaryAudioSourceDeviceIdentifier),
+            let secondary = Self.packed(configuration.secondaryAudioSourceDeviceIdentifier)
         {
-            (primary, secondary) = (first, second)
+            (self.primary, self.secondary) = (primary, secondary)
         } else {
-            (primary, secondary) = (noAddress, noAddress)
-            beside.configuration = configuration
-            needed = true
+            (primary, secondary) = (Self.noAddress, Self.noAddress)
+            extras.insert(.configuration)
         }
-        let (capabilities, hardware) = (configuration.deviceCapabilities, accessory.hardwareCapabilities)
-        if capabilities.rawValue > UInt8.max || hardware.rawValue > UInt8.max {
-            beside.capabilities = (capabilities, hardware)
-            needed = true
-        }
-        if let error = accessory.lastError {
-            beside.lastError = error
-            needed = true
-        }
-        if !accessory.diagnostics.isEmpty {
-            beside.diagnostics = accessory.diagnostics
-            needed = true
-        }
-        if let pinned = accessory.pinnedSource {
-            beside.pinnedSource = pinned
-            needed = true
-        }
-        let stored = StoredAccessory(
-            id: accessory.id, name: accessory.name, model: accessory.model, lastSequence: accessory.lastSequence,
-            updatedAt: accessory.updatedAt, registeredAt: accessory.registeredAt?.unixMilliseconds ?? none,
-            primary: primary, secondary: secondary, hub: hub,
-            capabilities: UInt8(truncatingIfNeeded: capabilities.rawValue),
-            hardwareCapabilities: UInt8(truncatingIfNeeded: hardware.rawValue),
-            placement: configuration.devicePlacement, registration: accessory.registration,
-            isStale: accessory.isStale, automaticSwitching: accessory.automaticSwitching, hasBeside: needed)
-        return (stored, needed ? beside : nil)
     }
 
     /// The accessory, given its hub and what the store kept beside it.
-    func accessory(hub: HubID, beside: Beside?) -> Accessory {
-        let beside = beside ?? Beside()
-        let (capabilities, hardware) =
+    func accessory(hub: HubID, beside: Beside) -> Accessory {
+        let capabilities =
             beside.capabilities
-            ?? (Capabilities(rawValue: UInt32(self.capabilities)), Capabilities(rawValue: UInt32(hardwareCapabilities)))
+            ?? WideCapabilities(
+                configuration: Capabilities(rawValue: UInt32(self.capabilities)),
+                hardware: Capabilities(rawValue: UInt32(hardwareCapabilities)))
         return Accessory(
             id: id, hub: hub, registration: registration, name: name, model: model,
-            hardwareCapabilities: hardware,
+            hardwareCapabilities: capabilities.hardware,
             configuration: beside.configuration
                 ?? Configuration(
-                    devicePlacement: placement, deviceCapabilities: capabilities,
+                    devicePlacement: placement, deviceCapabilities: capabilities.configuration,
                     primaryAudioSourceDeviceIdentifier: Self.unpacked(primary),
                     secondaryAudioSourceDeviceIdentifier: Self.unpacked(secondary)),
             lastSequence: lastSequence, lastError: beside.lastError, updatedAt: updatedAt,
@@ -115,10 +119,10 @@ struct StoredAccessory: SlotIndexed, Sendable {
             pinnedSource: beside.pinnedSource)
     }
 
-    /// Its routing view, without making the ``Accessory`` (nil when the store keeps something beside it: the view
-    /// is then made from the accessory).
+    /// Its routing view, without making the ``Accessory`` (nil when what routing reads is kept beside it: a
+    /// configuration, a pinned source, wide capabilities).
     var routingView: RoutingAccessory? {
-        guard !hasBeside else { return nil }
+        guard extras.isDisjoint(with: [.configuration, .pinnedSource, .capabilities]) else { return nil }
         return RoutingAccessory(
             id: id, registration: registration, capabilities: Capabilities(rawValue: UInt32(capabilities)),
             placement: placement,
