@@ -123,8 +123,10 @@ public final class AccessoryBridgeService: Service {
         let root = configuration.topicRoot
         // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
         let marker = "\(root)/bridge/rebuild/\(instanceID)"
-        // Restored on the reader's network thread as they arrive (no hand-off per message: there may be a million).
+        // Decoded on the reader's network thread as they arrive, and restored on this task meanwhile, a batch at a
+        // time (there may be a million).
         let collected = RetainedStates(marker: marker, processor: processor)
+        async let restoring: Void = collected.restoreAll()
         let reader = try MQTTClient(configuration: mqtt, logger: logger)
         try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atMostOnce)
         try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atMostOnce)
@@ -150,8 +152,10 @@ public final class AccessoryBridgeService: Service {
         }
         defer { watchdog.cancel() }
         await collected.finished()
-        // Joins the reader's network thread: the processor is this task's again.
+        // Joins the reader's network thread; once the last batch is in, the processor is this task's again.
         await reader.close()
+        collected.endOfInput()
+        await restoring
         try Task.checkCancellation()
         let restored = processor.restoringFinished()
         logger.info(

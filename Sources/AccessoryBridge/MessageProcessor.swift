@@ -9,18 +9,18 @@ import MQTTClient
 /// ``BridgeStateMachine`` with the time, and publishes the actions it returns. It decides nothing itself.
 ///
 /// One thread owns it: libmosquitto's network thread, which delivers messages, connection changes and wake-ups (see
-/// ``MQTTClientHandler``) one at a time. Before it starts, the start-up reader's network thread runs ``restore(_:)``
-/// for each retained state, and hands it back when that reader is closed. Nothing is locked, and nothing is published
-/// under a lock.
+/// ``MQTTClientHandler``) one at a time. Before it starts, the rebuild's task runs ``restore(_:)-(RetainedMessage)``
+/// for each retained state, which the start-up reader's network thread decodes meanwhile (``decodeRetained(_:)``
+/// reads no state). Nothing is locked, and nothing is published under a lock.
 ///
 /// Bad input never changes state: it gets a clear result where the topic names an accessory, a log line with the
 /// topic, and a counter.
 ///
 /// ``AccessoryBridgeService`` runs one as its MQTT client's handler; it can also run against any ``MessagePublisher``
 /// (tests, fuzzing, embedding), driven by ``handle(_:)`` and ``tick()``.
-// @unchecked Sendable: `core` and `restored` are mutated without a lock, by one thread at a time: the start-up
-// reader's network thread (restore), then, once that thread was joined, the network thread of the client this is the
-// handler of (MQTTClient.start orders everything before it); or a test's or the fuzzer's single thread.
+// @unchecked Sendable: `core` and `restored` are mutated without a lock, by one thread at a time: the rebuild's task
+// (restore), then, once it ended, the network thread of the client this is the handler of (MQTTClient.start orders
+// everything before it); or a test's or the fuzzer's single thread. `decodeRetained` reads only `let` properties.
 public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var core: BridgeStateMachine
     private let root: TopicRoot
@@ -273,31 +273,61 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     private var restored = Restored()
 
+    /// A retained message read at start-up: decoded by ``decodeRetained(_:)``, taken back by ``restore(_:)-(RetainedMessage)``.
+    public struct RetainedMessage: Sendable {
+        enum Content: Sendable {
+            case accessory(AccessoryState)
+            case source(SourceReport, BluetoothAddress)
+            /// Neither: one of home automation's, or unusable.
+            case other(MQTTMessage)
+        }
+
+        let content: Content
+    }
+
+    /// Decodes one retained accessory or source state. It reads the processor's configuration only, never its state:
+    /// the start-up reader's network thread runs it while the task that owns the processor takes back the states
+    /// decoded before (see ``RetainedStates``).
+    public func decodeRetained(_ message: MQTTMessage) -> RetainedMessage {
+        switch try? Topic(parsing: message.topic, under: root) {
+        case .sourceState(let source)?:
+            if let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message)) {
+                return RetainedMessage(content: .source(report, source))
+            }
+        case .accessoryState(let id)?:
+            if let state = try? codec.decode(
+                AccessoryState.self, from: message.payload, format: format(of: message), at: clock.now),
+                state.accessory.id == id
+            {
+                return RetainedMessage(content: .accessory(state))
+            }
+        default:
+            break
+        }
+        return RetainedMessage(content: .other(message))
+    }
+
     /// Takes back one retained accessory or source state, read before any telemetry (and before the client starts):
     /// publishes nothing, sends no command. The order of the states does not matter; call
     /// ``restoringFinished()`` once they are all in.
     public func restore(_ message: MQTTMessage) {
+        restore(decodeRetained(message))
+    }
+
+    /// Takes back one decoded retained message (see ``restore(_:)-(MQTTMessage)``).
+    public func restore(_ retained: RetainedMessage) {
         let now = clock.now
-        switch try? Topic(parsing: message.topic, under: root) {
-        case .sourceState(let source)?:
-            guard let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
-            else { break }
+        switch retained.content {
+        case .source(let report, let source):
             core.restoreSource(report, from: source, at: now)
             restored.sources += 1
-            return
-        case .accessoryState(let id)?:
-            guard
-                let state = try? codec.decode(
-                    AccessoryState.self, from: message.payload, format: format(of: message), at: now),
-                state.accessory.id == id
-            else { break }
+        case .accessory(let state):
             core.restore(state, at: now)
-            return
-        default:
+        case .other(let message):
             if homeAutomation?.retainedMessageSeen(topic: message.topic, payload: message.payload) == true { return }
+            restored.skipped += 1
+            logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
         }
-        restored.skipped += 1
-        logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
     }
 
     /// Every retained state is in: returns how many of each were restored and how many were unusable.
