@@ -429,6 +429,9 @@ final class ClientCore: Sendable {
     ///
     /// It never stops reading to push back on a handler that publishes faster than the broker acknowledges: the
     /// acknowledgements arrive on the same socket. The bound is ``MQTTConfiguration/maximumPendingMessages``.
+    /// The most packets read per wake-up of `poll`.
+    static let packetsPerWakeup = 256
+
     private func serviceOnce(_ pointer: OpaquePointer, timeout: Int32) -> Int32 {
         let socket = mosquitto_socket(pointer)
         guard socket >= 0 else { return MosquittoLibrary.noConnection }
@@ -442,9 +445,16 @@ final class ClientCore: Sendable {
         }
         if descriptors[1].revents != 0 { wakePipe.drain() }
         if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-            let rc = mosquitto_loop_read(pointer, 1)
-            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
-                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+            // libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the
+            // bridge's start-up read of a million retained states): read on until the socket would block, rather
+            // than a poll per packet. Bounded, so that writes and deadlines get their turn.
+            for _ in 0..<Self.packetsPerWakeup {
+                cmosquitto_clear_errno()
+                let rc = mosquitto_loop_read(pointer, 1)
+                guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+                    return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+                }
+                if cmosquitto_would_block() != 0 { break }
             }
         }
         if mosquitto_want_write(pointer) {
