@@ -15,11 +15,11 @@ struct AccessoryStore: Sendable {
     private var byHub: [[Int32]] = []
     // What few accessories have, by slot (see StoredAccessory.extras), each in a table of its own, whose storage is
     // sized by its own entries and given back once they went (diagnostics are common for a while during a set-up).
-    private var lastErrors = SparseTable<AccessoryControlError>()
-    private var diagnostics = SparseTable<[Diagnostic]>()
-    private var configurations = SparseTable<Configuration>()
-    private var pinnedSources = SparseTable<BluetoothAddress>()
-    private var wideCapabilities = SparseTable<StoredAccessory.WideCapabilities>()
+    private var lastErrors = SparseTable<Int32, AccessoryControlError>()
+    private var diagnostics = SparseTable<Int32, [Diagnostic]>()
+    private var configurations = SparseTable<Int32, Configuration>()
+    private var pinnedSources = SparseTable<Int32, BluetoothAddress>()
+    private var wideCapabilities = SparseTable<Int32, StoredAccessory.WideCapabilities>()
 
     var count: Int { accessories.count }
 

@@ -39,19 +39,6 @@ import TestSupport
         #expect(store[AccessoryID("unknown")!] == nil)
     }
 
-    /// A table every accessory was in for a while (diagnostics during a set-up) gives its storage back as they leave
-    /// it, and keeps what is left.
-    @Test func aSparseTableGivesItsStorageBack() {
-        var table = SparseTable<[Diagnostic]>()
-        for slot in Int32(0)..<100_000 { table[slot] = [.reported("no placement yet")] }
-        let full = table.capacity
-        for slot in Int32(0)..<99_990 { table[slot] = nil }
-        #expect(table.count == 10)
-        #expect(table.capacity < full / 100)
-        for slot in Int32(99_990)..<100_000 { #expect(table[slot] == [.reported("no placement yet")]) }
-        #expect(table[5] == nil)
-    }
-
     static func randomAccessory(id: AccessoryID, using random: inout SeededGenerator) -> Accessory {
         func maybe<T>(_ value: @autoclosure () -> T) -> T? { Bool.random(using: &random) ? value() : nil }
         func identifier() -> Data? {

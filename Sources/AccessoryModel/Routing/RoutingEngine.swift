@@ -90,9 +90,9 @@ public struct RoutingEngine: Sendable {
     private var interruptions: [AccessoryID: [Interruption]] = [:]
     /// Rule 9's memory: per source, the route its device has as far as the engine knows, from the engine's own
     /// commands and the device's reports. Only the sources that have one: routed ones, mostly.
-    private var routesInForce: [BluetoothAddress: AccessoryID] = [:]
+    private var routesInForce = SparseTable<BluetoothAddress, AccessoryID>()
     /// Per source listed by more than two accessories, the slots of the third and later ones (see ``SlotList``).
-    private var moreListings: [BluetoothAddress: [Int32]] = [:]
+    private var moreListings = SparseTable<BluetoothAddress, [Int32]>()
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
         self.policy = policy
@@ -645,7 +645,7 @@ public struct RoutingEngine: Sendable {
         for address in new where !old.contains(address) {
             let source = sourceSlot(address)
             if !sources[source].listedBy.insert(accessory) {
-                moreListings[address, default: []].append(Int32(accessory))
+                moreListings[address] = (moreListings[address] ?? []) + [Int32(accessory)]
             }
         }
     }
