@@ -67,6 +67,7 @@ public final class AccessoryBridgeService: Service {
     }
 
     public func run() async throws {
+        HeapTrimmer.configureAllocator()
         let root = configuration.topicRoot
         for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState, .controls] {
             try client.subscribe(kind.filter(under: root), qos: .atLeastOnce)

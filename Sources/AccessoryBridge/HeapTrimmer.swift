@@ -32,6 +32,17 @@ struct HeapTrimmer: Sendable {
         return true
     }
 
+    /// Fixes glibc's thresholds, once, before the bridge allocates much: blocks of 1 MiB and more (the store's and the
+    /// engine's arrays and indexes) get pages of their own, given back when freed, and a heap's free top beyond
+    /// 128 KiB is given back too. glibc's defaults move both up as large blocks are freed (to 32 and 64 MiB), and
+    /// `malloc_trim` never touches the free top of a thread's heap, so a fleet's worth of freed arrays stayed resident.
+    static func configureAllocator() {
+        #if canImport(CMalloc)
+        _ = mallopt(M_MMAP_THRESHOLD, 1 << 20)
+        _ = mallopt(M_TRIM_THRESHOLD, 128 << 10)
+        #endif
+    }
+
     /// Returns free heap memory to the system (glibc only; elsewhere nothing).
     static func trim() {
         #if canImport(CMalloc)
