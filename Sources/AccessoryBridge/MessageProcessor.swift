@@ -273,7 +273,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     private var restored = Restored()
 
-    /// A retained message read at start-up: decoded by ``decodeRetained(_:)``, taken back by ``restore(_:)-(RetainedMessage)``.
+    /// A retained message read at start-up: decoded by ``decodeRetained(_:)``, taken back by
+    /// ``restore(_:)-(RetainedMessage)``.
     public struct RetainedMessage: Sendable {
         enum Content: Sendable {
             case accessory(AccessoryState)

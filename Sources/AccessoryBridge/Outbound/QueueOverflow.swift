@@ -23,7 +23,10 @@ final class QueueOverflow: @unchecked Sendable {
             "the outbound queue is full: refusing what the bridge publishes until it has room",
             metadata: [
                 "mqtt.topic": "\(message.topic)", "error": "\(error)",
-                "meanwhile": "answers are dropped (a hub that retries gets the outcome); states and commands go out once it drains",
+                "meanwhile": """
+                    answers are dropped (a hub that retries gets the outcome); states and commands go out once it \
+                    drains
+                    """,
             ])
     }
 
