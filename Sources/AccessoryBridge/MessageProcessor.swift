@@ -98,6 +98,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .queueDrained:
             outbox.overflow.drained(logger: logger)
             resumePublishing()
+            homeAutomation?.queueDrained { core.state(of: $0) }
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
         case .disconnected(let error?):

@@ -278,6 +278,22 @@ import Testing
         #expect(recorder.take().isEmpty)
     }
 
+    /// Home Assistant comes back while the queue refuses the headphones' config: it goes out once the queue drains,
+    /// though the headphones did not change.
+    @Test func aConfigRefusedWhenHomeAssistantCameBackGoesOutOnceTheQueueDrains() throws {
+        setUpHeadphones()
+        recorder.refusedTopics.withLock { $0 = [Self.config] }
+        send("homeassistant/status", "online")
+        #expect(!recorder.take().contains { $0.topic == Self.config })
+        recorder.refusedTopics.withLock { $0 = [] }
+        processor.event(.queueDrained)
+        let again = recorder.take()
+        #expect(try Self.json(Self.last(Self.config, in: again))["dev"] != nil)
+        // Once: a second drain has nothing left to announce.
+        processor.event(.queueDrained)
+        #expect(!recorder.take().contains { $0.topic == Self.config })
+    }
+
     @Test func atStartUpOnlyChangedConfigsArePublishedAndThoseOfGoneAccessoriesRemoved() throws {
         // A first bridge: the headphones' state and configs, as the broker would retain them.
         var first = setUpHeadphones()

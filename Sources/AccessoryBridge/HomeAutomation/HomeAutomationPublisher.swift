@@ -20,6 +20,9 @@ struct HomeAutomationPublisher: Sendable {
     /// ``HomeAssistantDiscovery/configKey(_:)`` of each accessory's config as last published (or found retained).
     private var published: [AccessoryID: Int] = [:]
     private var hubsAnnounced: Set<HubID> = []
+    /// Accessories whose config the client's queue refused, announced again once it drains (``queueDrained(_:)``; a
+    /// state change does it sooner). Their hub's config is then due again too.
+    private var unannounced: Set<AccessoryID> = []
     /// This bridge's discovery configs found retained at start-up, each with a hash of its bytes; emptied on the
     /// first connection.
     private var retainedConfigs: [String: Int] = [:]
@@ -76,6 +79,19 @@ struct HomeAutomationPublisher: Sendable {
         send(.bridgeView, view, retain: true)
     }
 
+    /// The client's queue has room again: the configs it refused, as the accessories are now (`state` looks one up).
+    /// What the bridge announces all at once (on connecting, when Home Assistant comes back) is not otherwise sent
+    /// again until the accessory changes.
+    mutating func queueDrained(_ state: (AccessoryID) -> AccessoryState?) {
+        guard !unannounced.isEmpty else { return }
+        let due = unannounced
+        unannounced = []
+        for id in due {
+            guard let state = state(id), state.accessory.registration != .unpaired else { continue }
+            announce(state)
+        }
+    }
+
     // MARK: - Home Assistant
 
     /// Whether `topic` is Home Assistant's birth topic.
@@ -130,8 +146,10 @@ struct HomeAutomationPublisher: Sendable {
             objectID: discovery.accessoryID(id))
         else {
             published[id] = previous
+            unannounced.insert(id)
             return false
         }
+        unannounced.remove(id)
         return hubSent
     }
 
