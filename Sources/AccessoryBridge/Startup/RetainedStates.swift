@@ -48,10 +48,9 @@ final class RetainedStates: Sendable {
             finish()
             return
         }
-        // Nothing is taken once the read ended: the caller may have gone on.
-        guard !state.withLock({ $0.finished }) else { return }
         let decoded = processor.decodeRetained(message)
         let full: [MessageProcessor.RetainedMessage]? = state.withLock { state in
+            // Nothing is taken once the read ended: the caller may have gone on.
             guard !state.finished else { return nil }
             state.batch.append(decoded)
             guard state.batch.count >= Self.batchSize else { return nil }

@@ -24,7 +24,6 @@ public struct SparseTable<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    public var isEmpty: Bool { entries.isEmpty }
     public var count: Int { entries.count }
     /// How many entries it can hold without growing (its storage).
     public var capacity: Int { entries.capacity }
