@@ -19,12 +19,22 @@ public final class MQTTClient: Sendable {
     private let core: ClientCore
 
     /// Creates the libmosquitto client and applies the configuration; does not connect (see ``start(_:)``).
-    public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
-        core = try ClientCore(configuration: configuration, logger: logger)
+    ///
+    /// With `publishingSession` (see ``MQTTConfiguration/publishingSession``), what ``publish(_:)`` queues leaves
+    /// through a second connection of its own, and the first one only receives. That lets the client push back: while
+    /// more than half of ``MQTTConfiguration/maximumPendingMessages`` wait to be published, it stops reading what it
+    /// receives, until a quarter wait (reading a packet every half keep-alive meanwhile, so that the connection stays
+    /// up). What it does not read waits at the broker, which acknowledged it to its sender; on one connection the
+    /// acknowledgements of what it publishes would wait behind that too. The handler hears of one connection: up once
+    /// both are, down when either goes; ``MQTTEvent/queueDrained`` is the publishing session's.
+    public init(
+        configuration: MQTTConfiguration, publishingSession: MQTTConfiguration? = nil, logger: Logger
+    ) throws(MQTTError) {
+        core = try ClientCore(configuration: configuration, publishing: publishingSession, logger: logger)
     }
 
     deinit {
-        assert(core.state.withLock { $0.lifecycle == .closed }, "MQTTClient released without close()")
+        assert(core.sessions.allSatisfy { $0.state.withLock { $0.lifecycle == .closed } }, "MQTTClient released without close()")
     }
 
     /// Starts connecting (and reconnecting) in the background, calling `handler` on the network thread; returns at
@@ -32,33 +42,7 @@ public final class MQTTClient: Sendable {
     ///
     /// A client starts once: after ``disconnect()`` make a new one.
     public func start(_ handler: some MQTTClientHandler) throws(MQTTError) {
-        let core = self.core
-        try core.state.withLock { (state: inout ClientState) throws(MQTTError) in
-            switch state.lifecycle {
-            case .idle:
-                break
-            case .running:
-                throw MQTTError.invalidArgument("the client is already started")
-            case .stopped:
-                throw MQTTError.invalidArgument("the client was disconnected; a client starts only once")
-            case .closed:
-                throw MQTTError.closed
-            }
-            state.lifecycle = .running
-            state.loopExited = false
-            core.loop.handler = handler
-            do throws(MQTTError) {
-                state.thread = try NetworkThread.start { core.runNetworkLoop() }
-            } catch {
-                state.lifecycle = .idle
-                state.loopExited = true
-                throw error
-            }
-        }
-        core.logger.debug(
-            "MQTT client started",
-            metadata: ["mqtt.host": "\(core.configuration.host)", "mqtt.port": "\(core.configuration.port)"]
-        )
+        try core.start(handler)
     }
 
     /// ``start(_:)`` with a handler made of closures, each called on the network thread.
@@ -76,28 +60,12 @@ public final class MQTTClient: Sendable {
     /// closed, and (kind ``MQTTError/Kind/disconnected``) when ``disconnect()`` or ``close()`` comes before the
     /// first connection, or when the task is cancelled.
     public func waitUntilConnected() async throws(MQTTError) {
-        let core = self.core
-        let id = core.state.withLock { $0.connectionWaiters.makeID() }
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, MQTTError>, Never>) in
-                let immediate: Result<Void, MQTTError>? = core.state.withLock { state in
-                    if state.lifecycle == .closed { return .failure(.closed) }
-                    if state.hasConnected { return .success(()) }
-                    if state.lifecycle == .stopped { return .failure(.stoppedBeforeConnecting) }
-                    if !state.connectionWaiters.add(id, continuation) { return .failure(.cancelledWhileConnecting) }
-                    return nil
-                }
-                if let immediate { continuation.resume(returning: immediate) }
-            }
-        } onCancel: {
-            core.state.withLock { $0.connectionWaiters.cancel(id) }?.resume(returning: .failure(.cancelledWhileConnecting))
-        }
-        try result.get()
+        for session in core.sessions { try await session.waitUntilConnected() }
     }
 
     /// Whether the connection is up.
     public var isConnected: Bool {
-        core.state.withLock { $0.isConnected }
+        core.sessions.allSatisfy { $0.state.withLock { $0.isConnected } }
     }
 
     /// Subscribes now if connected, and after every reconnect. `noLocal`: do not receive this client's own messages.
@@ -149,12 +117,12 @@ public final class MQTTClient: Sendable {
         guard message.payload.count <= maximumPayloadSize else {
             throw MQTTError.invalidArgument("payload larger than \(maximumPayloadSize) bytes")
         }
-        try core.submit(message)
+        try core.publisher.submit(message)
     }
 
     /// QoS > 0 messages waiting beyond the send window, or for the next connection.
     public var pendingMessages: Int {
-        core.state.withLock { $0.pending.count }
+        core.publisher.state.withLock { $0.pending.count }
     }
 
     /// Waits (up to two seconds) until the broker has acknowledged every QoS > 0 message published so far, then sends
@@ -164,41 +132,25 @@ public final class MQTTClient: Sendable {
     /// 2.0 treats an acknowledgement that arrives after its DISCONNECT was requested as a protocol error and drops
     /// the connection without sending it, so the broker would publish the will.)
     public func disconnect() async {
-        let core = self.core
+        let publisher = core.publisher
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await core.waitUntilAcknowledged() }
+            group.addTask { await publisher.waitUntilAcknowledged() }
             group.addTask { try? await Task.sleep(for: .seconds(2)) }
             await group.next()
             group.cancelAll()
         }
-        let (waiters, running) = core.state.withLock { state in
-            switch state.lifecycle {
-            case .idle, .running:
-                state.lifecycle = .stopped
-            case .stopped, .closed:
-                break
-            }
-            return (state.connectionWaiters.removeAll(), !state.loopExited)
-        }
-        for waiter in waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
-        guard running else { return }
-        core.logger.debug("MQTT disconnecting")
-        requestStop()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await core.waitForLoopExit() }
-            group.addTask { try? await Task.sleep(for: .seconds(3)) }
-            await group.next()
-            group.cancelAll()
-        }
+        for session in core.sessions { await session.stop() }
     }
 
     /// Disconnects if needed and releases libmosquitto's resources, without blocking a thread. Idempotent.
     public func close() async {
         await disconnect()
-        // Waits for the network thread without blocking (a TCP connect in progress can take long), so that joining it
-        // below returns at once.
-        await core.waitForLoopExit()
-        closeJoiningTheNetworkThread()
+        for session in core.sessions {
+            // Waits for the network thread without blocking (a TCP connect in progress can take long), so that
+            // joining it returns at once.
+            await session.waitForLoopExit()
+            session.closeJoiningTheNetworkThread()
+        }
     }
 
     /// ``close()`` for code that cannot await: disconnects if needed and releases libmosquitto's resources.
@@ -209,12 +161,90 @@ public final class MQTTClient: Sendable {
     /// returns at once and the network thread releases libmosquitto when its loop ends.
     @available(*, noasync, message: "blocks until the network thread ends: use the async close()")
     public func syncClose() {
-        closeJoiningTheNetworkThread()
+        for session in core.sessions { session.closeJoiningTheNetworkThread() }
+    }
+}
+
+extension ClientCore {
+    /// Starts the network thread (and the publishing session's first, with its events relayed to this one).
+    func start(_ handler: (any MQTTClientHandler)?) throws(MQTTError) {
+        try state.withLock { (state: inout ClientState) throws(MQTTError) in
+            switch state.lifecycle {
+            case .idle:
+                break
+            case .running:
+                throw MQTTError.invalidArgument("the client is already started")
+            case .stopped:
+                throw MQTTError.invalidArgument("the client was disconnected; a client starts only once")
+            case .closed:
+                throw MQTTError.closed
+            }
+            state.lifecycle = .running
+            state.loopExited = false
+            loop.handler = handler
+            do throws(MQTTError) {
+                if let publishing {
+                    publishing.loop.receiving = self
+                    try publishing.start(nil)
+                }
+                state.thread = try NetworkThread.start { self.runNetworkLoop() }
+            } catch {
+                state.lifecycle = .idle
+                state.loopExited = true
+                throw error
+            }
+        }
+        logger.debug(
+            "MQTT client started", metadata: ["mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)"])
     }
 
-    private func closeJoiningTheNetworkThread() {
-        let core = self.core
-        let closing = core.state.withLock {
+    /// Waits for this session's first successful connection (see ``MQTTClient/waitUntilConnected()``).
+    func waitUntilConnected() async throws(MQTTError) {
+        let id = state.withLock { $0.connectionWaiters.makeID() }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, MQTTError>, Never>) in
+                let immediate: Result<Void, MQTTError>? = state.withLock { state in
+                    if state.lifecycle == .closed { return .failure(.closed) }
+                    if state.hasConnected { return .success(()) }
+                    if state.lifecycle == .stopped { return .failure(.stoppedBeforeConnecting) }
+                    if !state.connectionWaiters.add(id, continuation) { return .failure(.cancelledWhileConnecting) }
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            state.withLock { $0.connectionWaiters.cancel(id) }?.resume(returning: .failure(.cancelledWhileConnecting))
+        }
+        try result.get()
+    }
+
+    /// Stops reconnecting and ends the network thread: it sends DISCONNECT (the broker does not publish the will).
+    /// Returns when the thread has ended, or after three seconds.
+    func stop() async {
+        let (waiters, running) = state.withLock { state in
+            switch state.lifecycle {
+            case .idle, .running:
+                state.lifecycle = .stopped
+            case .stopped, .closed:
+                break
+            }
+            return (state.connectionWaiters.removeAll(), !state.loopExited)
+        }
+        for waiter in waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
+        guard running else { return }
+        logger.debug("MQTT disconnecting")
+        requestStop()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForLoopExit() }
+            group.addTask { try? await Task.sleep(for: .seconds(3)) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Closes this session: stops it, joins its network thread (unless called on it) and releases libmosquitto.
+    func closeJoiningTheNetworkThread() {
+        let closing = state.withLock {
             state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], thread: NetworkThread?)? in
             guard state.lifecycle != .closed else { return nil }
             state.lifecycle = .closed
@@ -231,23 +261,21 @@ public final class MQTTClient: Sendable {
         guard let closing else { return }
         for waiter in closing.waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
         requestStop()
-        let releasedByNetworkThread = core.state.withLock { $0.releaseWhenLoopExits }
+        let releasedByNetworkThread = state.withLock { $0.releaseWhenLoopExits }
         if releasedByNetworkThread { return }
         closing.thread?.join()
-        core.release()
-        core.logger.debug("MQTT client closed")
+        release()
+        logger.debug("MQTT client closed")
     }
 
     /// Asks the network thread to send DISCONNECT and end, and wakes it from its `poll`.
     private func requestStop() {
-        _ = try? core.withHandle { pointer throws(MQTTError) in
+        _ = try? withHandle { pointer throws(MQTTError) in
             _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
         }
-        core.wakePipe.signal()
+        wakePipe.signal()
     }
-}
 
-extension ClientCore {
     /// Suspends until no QoS > 0 message awaits the broker's acknowledgement, or the connection is down (nothing can
     /// be acknowledged then), or the task is cancelled.
     func waitUntilAcknowledged() async {

@@ -51,4 +51,16 @@ public struct MQTTConfiguration: Sendable {
     public init(clientID: String) {
         self.clientID = clientID
     }
+
+    /// The configuration of a session that publishes for this one (see
+    /// ``MQTTClient/init(configuration:publishingSession:logger:)``): the same broker and settings, under the client
+    /// identifier `<clientID>-publishing`, with a clean start and no session kept: libmosquitto sends again what was in
+    /// flight when a connection ended, and the client's own queue keeps the rest.
+    public var publishingSession: MQTTConfiguration {
+        var publishing = self
+        publishing.clientID += "-publishing"
+        publishing.cleanStart = true
+        publishing.sessionExpiry = nil
+        return publishing
+    }
 }

@@ -30,6 +30,17 @@ final class LoopContext: @unchecked Sendable {
     var thread: pthread_t?
     /// The flags of a CONNACK success whose handling in libmosquitto is not over (see `ClientCore.finishConnecting()`).
     var connack: Int32?
+    /// A publishing session's: the session it publishes for, which its events go to (written before its thread
+    /// starts, like `handler`).
+    weak var receiving: ClientCore?
+    /// A receiving session's (on its network thread): which of the two sessions are connected, and whether the
+    /// receiving one resumed its session.
+    var receivingUp = false
+    var publishingUp = false
+    var sessionPresent = false
+    /// A receiving session's (on its network thread): since when it has not read, waiting for its publishing
+    /// session's queue to shrink.
+    var pausedSince: ContinuousClock.Instant?
 
     /// Whether the caller is the network thread.
     var isCurrent: Bool {
@@ -52,18 +63,42 @@ final class ClientCore: Sendable {
     let library = Mutex(true)
     /// Wakes the network thread from its `poll`.
     let wakePipe: WakePipe
+    /// The session that publishes for this one, when there is one (see ``MQTTClient/init(configuration:publishingSession:logger:)``).
+    let publishing: ClientCore?
+    /// A publishing session's: how many messages `state.pending` holds, read by its receiving session before each
+    /// packet without taking the lock.
+    let waiting = Atomic(0)
+    /// A receiving session's: reading is paused, until the publishing session says its queue shrank.
+    let readingPaused = Atomic(false)
+    /// A receiving session's: the publishing session's events, to be handed to the handler on this network thread.
+    let relayed = Mutex<[MQTTEvent]>([])
 
-    init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+    init(configuration: MQTTConfiguration, publishing: MQTTConfiguration? = nil, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
         self.logger = logger
         wakePipe = try WakePipe()
-        handle = try MosquittoHandle.make(configuration)
+        let publishingCore = try publishing.map { configuration throws(MQTTError) in
+            try ClientCore(configuration: configuration, logger: logger)
+        }
+        do {
+            handle = try MosquittoHandle.make(configuration)
+        } catch {
+            publishingCore?.release()
+            throw error
+        }
+        self.publishing = publishingCore
         // From here on libmosquitto holds a reference: balanced in release().
         mosquitto_user_data_set(handle.pointer, Unmanaged.passRetained(self).toOpaque())
         installCallbacks()
     }
+
+    /// This session and its publishing session, if any.
+    var sessions: [ClientCore] { [self] + (publishing.map { [$0] } ?? []) }
+
+    /// The session that publishes.
+    var publisher: ClientCore { publishing ?? self }
 
     static func from(_ userdata: UnsafeMutableRawPointer?) -> ClientCore {
         Unmanaged<ClientCore>.fromOpaque(userdata!).takeUnretainedValue()
@@ -93,8 +128,14 @@ final class ClientCore: Sendable {
         loop.handler = nil
     }
 
-    private func onEvent(_ event: MQTTEvent) {
-        loop.handler?.event(event)
+    func onEvent(_ event: MQTTEvent) {
+        if let receiving = loop.receiving {
+            receiving.relay(event)
+        } else if publishing != nil {
+            sessionEvent(event, from: .receiving)
+        } else {
+            loop.handler?.event(event)
+        }
     }
 
     // MARK: Subscriptions
@@ -318,7 +359,7 @@ final class ClientCore: Sendable {
     func runNetworkLoop() {
         let pointer = handle.pointer
         loop.thread = pthread_self()
-        wakeHandlerIfDue()
+        callHandlerIfDue()
         var failure = connectFirst(pointer)
         var delay = configuration.reconnectDelay
         while true {
@@ -375,7 +416,7 @@ final class ClientCore: Sendable {
         while rc == MosquittoLibrary.success {
             rc = serviceOnce(pointer, timeout: loopTimeoutMilliseconds())
             if rc == MosquittoLibrary.success { finishConnecting() }
-            wakeHandlerIfDue()
+            callHandlerIfDue()
             guard rc == MosquittoLibrary.success, stopRequested else { continue }
             if let stopDeadline {
                 if ContinuousClock.now >= stopDeadline {
@@ -404,8 +445,9 @@ final class ClientCore: Sendable {
         return Int32(clamping: max(0, min(1000, (wait + .microseconds(999)).wholeMillisecondsRoundedDown)))
     }
 
-    /// Calls the handler's `wake()` when its wake-up time came.
-    private func wakeHandlerIfDue() {
+    /// Hands the handler what the publishing session relayed, and calls its `wake()` when its wake-up time came.
+    private func callHandlerIfDue() {
+        if publishing != nil { deliverRelayedEvents() }
         guard let handler = loop.handler, let wait = handler.timeUntilWake(), wait <= .zero else { return }
         handler.wake()
     }
@@ -419,24 +461,28 @@ final class ClientCore: Sendable {
             guard remaining > .zero else { return }
             let wait = min(remaining, max(.zero, loop.handler?.timeUntilWake() ?? remaining))
             wakePipe.wait(milliseconds: Int32(clamping: (wait + .microseconds(999)).wholeMillisecondsRoundedDown))
-            wakeHandlerIfDue()
+            callHandlerIfDue()
         }
     }
+
+    /// The most packets read per wake-up of `poll`.
+    static let packetsPerWakeup = 64
 
     /// One turn of the loop, as `mosquitto_loop` does it but with `poll`, waking on this client's own pipe (other
     /// threads' publishes and stop requests). libmosquitto's `mosquitto_loop_read`, `_write` and `_misc` do the work,
     /// as its documentation describes for an external loop.
     ///
-    /// It never stops reading to push back on a handler that publishes faster than the broker acknowledges: the
-    /// acknowledgements arrive on the same socket. The bound is ``MQTTConfiguration/maximumPendingMessages``.
-    /// The most packets read per wake-up of `poll`.
-    static let packetsPerWakeup = 64
-
+    /// A session alone never stops reading to push back on a handler that publishes faster than the broker
+    /// acknowledges: the acknowledgements arrive on the same socket, and the bound is
+    /// ``MQTTConfiguration/maximumPendingMessages``. With a publishing session, ``mayRead()`` decides.
     private func serviceOnce(_ pointer: OpaquePointer, timeout: Int32) -> Int32 {
         let socket = mosquitto_socket(pointer)
         guard socket >= 0 else { return MosquittoLibrary.noConnection }
+        let reading = mayRead()
         var descriptors = [
-            pollfd(fd: socket, events: Int16(POLLIN) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0), revents: 0),
+            pollfd(
+                fd: socket, events: Int16(reading ? POLLIN : 0) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0),
+                revents: 0),
             pollfd(fd: wakePipe.readEnd, events: Int16(POLLIN), revents: 0),
         ]
         if poll(&descriptors, 2, timeout) < 0 {
@@ -444,13 +490,15 @@ final class ClientCore: Sendable {
             return code == EINTR ? MosquittoLibrary.success : MosquittoLibrary.errno
         }
         if descriptors[1].revents != 0 { wakePipe.drain() }
+        // A closed or failed socket is reported (and read, to learn why) even while reading waits.
         if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
             // libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the
             // bridge's start-up read of a million retained states): read on until the socket would block, rather
             // than a poll per packet. What the handler published for a packet goes out before the next is read, as
             // when each had a wake-up of its own (`make bench-e2e`: writing only after 256 packets, the p99 at 50%
             // load went from 5-18 ms to 39-75 ms). Bounded, so that the wake pipe and deadlines get their turn.
-            for _ in 0..<Self.packetsPerWakeup {
+            for index in 0..<Self.packetsPerWakeup {
+                if index > 0, !mayRead() { break }
                 cmosquitto_clear_errno()
                 let rc = mosquitto_loop_read(pointer, 1)
                 guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {

@@ -21,6 +21,7 @@ extension ClientCore {
             }
             state.pending.append(message)
             state.pendingPeak = max(state.pendingPeak, state.pending.count)
+            waiting.store(state.pending.count, ordering: .relaxed)
             return false
         }
         if now { try send(message) }
@@ -32,6 +33,7 @@ extension ClientCore {
         let window = configuration.maximumInflightMessages
         while true {
             let (next, drained): (MQTTMessage?, Bool) = state.withLock { state in
+                defer { waiting.store(state.pending.count, ordering: .relaxed) }
                 guard state.isConnected, state.unacknowledged.count < window else { return (nil, false) }
                 if let next = state.pending.popFirst() { return (next, false) }
                 if state.pendingPeak > 1024 { state.pending = [] }
@@ -39,8 +41,11 @@ extension ClientCore {
                 defer { state.refusedSinceDrained = false }
                 return (nil, state.refusedSinceDrained)
             }
-            if drained { loop.handler?.event(.queueDrained) }
-            guard let next else { return }
+            if drained { onEvent(.queueDrained) }
+            guard let next else {
+                loop.receiving?.publishingQueueShrank(to: waiting.load(ordering: .relaxed))
+                return
+            }
             do {
                 try send(next)
             } catch {

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,6 +14,9 @@ import Darwin
 final class WakePipe: Sendable {
     let readEnd: Int32
     private let writeEnd: Int32
+    /// A signal was written and not drained yet: another one would wake nobody (a thread that publishes for another
+    /// one's session signals once per message).
+    private let signalled = Atomic(false)
 
     init() throws(MQTTError) {
         var ends: [Int32] = [-1, -1]
@@ -34,14 +39,18 @@ final class WakePipe: Sendable {
 
     /// Wakes the network thread (a full pipe already will).
     func signal() {
+        guard !signalled.exchange(true, ordering: .sequentiallyConsistent) else { return }
         var byte: UInt8 = 1
         _ = write(writeEnd, &byte, 1)
     }
 
-    /// Empties the pipe after a wake-up.
+    /// Empties the pipe after a wake-up, before the woken thread looks at what changed: a signal after this writes
+    /// again. (One that comes between the read and the flag's reset writes nothing, and needs nothing: the thread
+    /// looks at what changed after this returns.)
     func drain() {
         var buffer = [UInt8](repeating: 0, count: 64)
         while read(readEnd, &buffer, buffer.count) > 0 {}
+        signalled.store(false, ordering: .sequentiallyConsistent)
     }
 
     /// Waits up to `milliseconds` for a signal, and drains it.

@@ -1,0 +1,139 @@
+import Foundation
+import MQTTClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// A client with a publishing session: it reads only while what it publishes can leave, against real brokers.
+@Suite(.timeLimit(.minutes(2)))
+struct PublishingSessionTests {
+    /// Publishes, for each message received on `in/<n>`, a retained `out/<n>`; records what it received, what the
+    /// client refused and the events.
+    final class Echo: MQTTClientHandler {
+        struct Record {
+            var received: [String] = []
+            var refused: [MQTTError] = []
+            var events: [MQTTEvent] = []
+        }
+
+        let client: MQTTClient
+        let record = Mutex(Record())
+
+        init(_ client: MQTTClient) {
+            self.client = client
+        }
+
+        func received(_ message: MQTTMessage) {
+            let echo = MQTTMessage(
+                topic: "out/" + message.topic.dropFirst("in/".count), payload: message.payload, retain: true)
+            do {
+                try client.publish(echo)
+                record.withLock { $0.received.append(message.topic) }
+            } catch {
+                record.withLock {
+                    $0.received.append(message.topic)
+                    $0.refused.append(error)
+                }
+            }
+        }
+
+        func event(_ event: MQTTEvent) {
+            record.withLock { $0.events.append(event) }
+        }
+
+        var received: [String] { record.withLock { $0.received } }
+
+        func waitUntilReceived(_ count: Int, timeout: Duration = .seconds(20)) async throws {
+            let deadline = ContinuousClock.now + timeout
+            while received.count < count {
+                guard ContinuousClock.now < deadline else {
+                    throw TimeoutError(description: "\(count) messages not received; got \(received.count)")
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+
+    @Test func readingWaitsWhileWhatItPublishesCannotLeaveAndNothingIsRefused() async throws {
+        let inbound = try await MosquittoBroker()
+        // The publishing session's broker is down at first: what the handler publishes waits in the client.
+        let outbound = try await MosquittoBroker()
+        await outbound.stop()
+
+        let clientID = "echo-\(UUID().uuidString.prefix(8))"
+        var receiving = MQTTConfiguration(clientID: clientID)
+        receiving.host = inbound.host
+        receiving.port = inbound.port
+        receiving.reconnectDelay = .milliseconds(100)
+        receiving.maximumReconnectDelay = .milliseconds(200)
+        var publishing = receiving.publishingSession
+        publishing.port = outbound.port
+        // Reading pauses once more than 4 wait, and resumes once at most 2 do.
+        publishing.maximumPendingMessages = 8
+        let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
+        let echo = Echo(client)
+        try client.subscribe("in/#", qos: .atLeastOnce)
+        try client.start(echo)
+        try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
+
+        let sender = try TestClient(inbound)
+        try await sender.connect()
+        for index in 0..<20 {
+            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+        }
+        try await echo.waitUntilReceived(5)
+        // It stops there: the five it published wait, and the rest waits at the broker.
+        try await Task.sleep(for: .seconds(1))
+        #expect(echo.received.count == 5)
+        #expect(client.pendingMessages == 5)
+        // One connection as far as the handler knows: not up while the publishing session is not.
+        #expect(echo.record.withLock { $0.events }.isEmpty)
+
+        try await outbound.restart()
+        try await echo.waitUntilReceived(20)
+        #expect(echo.received == (0..<20).map { "in/\($0)" })
+        #expect(echo.record.withLock { $0.refused }.isEmpty)
+        #expect(echo.record.withLock { $0.events } == [.connected(sessionPresent: false)])
+        let published = try await outbound.subscribe(topic: "out/#", count: 20, timeout: .seconds(10))
+        #expect(Set(published) == Set((0..<20).map { "out/\($0) \($0)" }))
+
+        await client.close()
+        #expect(echo.record.withLock { $0.events } == [.connected(sessionPresent: false), .disconnected(nil)])
+    }
+
+    @Test func aPausedSessionReadsAPacketEveryHalfKeepAliveAndStaysConnected() async throws {
+        let inbound = try await MosquittoBroker()
+        let outbound = try await MosquittoBroker()
+        await outbound.stop()
+
+        let clientID = "paused-\(UUID().uuidString.prefix(8))"
+        var receiving = MQTTConfiguration(clientID: clientID)
+        receiving.host = inbound.host
+        receiving.port = inbound.port
+        receiving.keepAlive = .seconds(5)
+        var publishing = receiving.publishingSession
+        publishing.port = outbound.port
+        publishing.maximumPendingMessages = 16
+        let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
+        let echo = Echo(client)
+        try client.subscribe("in/#", qos: .atLeastOnce)
+        try client.start(echo)
+        try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
+        let offset = inbound.logLength
+
+        let sender = try TestClient(inbound)
+        try await sender.connect()
+        for index in 0..<20 {
+            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+        }
+        try await echo.waitUntilReceived(9)
+        // Paused for longer than a keep-alive and a half, after which the broker would drop a silent client: a
+        // packet every 2.5 s keeps it.
+        try await Task.sleep(for: .seconds(9))
+        #expect((11...13).contains(echo.received.count), "\(echo.received.count)")
+        #expect(echo.record.withLock { $0.refused }.isEmpty)
+        #expect(!inbound.log().dropFirst(offset).contains("Client \(clientID) "), "\(inbound.log().dropFirst(offset))")
+
+        await client.close()
+    }
+}
