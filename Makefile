@@ -125,6 +125,16 @@ bench-memory: deps .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	COUNTS="$(COUNTS)" RATE=$(MEMORY_RATE) BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/memory-bench.sh
 
+## bench-overload: ACCESSORIES (100,000) placed once each at OVERLOAD_RATE reports/s (20,000), beyond what the bridge
+## sustains: how many answers were lost, the bridge's peak RSS, what it logged about its queue, with BRIDGE_ARGS
+## (scripts/overload-bench.sh; compare with and without --publishing-session).
+OVERLOAD_RATE ?= 20000
+.PHONY: bench-overload
+bench-overload: deps .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	ACCESSORIES=$(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),100000) RATE=$(OVERLOAD_RATE) \
+		BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/overload-bench.sh
+
 ## soak: a release bridge under a steady paced load for MINUTES (60), RSS every minute; fails if a report is lost,
 ## the bridge dies or logs an error (scripts/soak.sh).
 MINUTES      ?= 60

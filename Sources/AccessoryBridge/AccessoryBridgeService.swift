@@ -45,12 +45,18 @@ public final class AccessoryBridgeService: Service {
         mqtt.sessionExpiry = configuration.sessionExpiry
         let statuses = BridgeStatuses(
             root: configuration.topicRoot, format: configuration.payloadFormat, version: configuration.version)
-        // What the bridge publishes leaves through a session of its own, so that the bridge can stop reading while
-        // the broker is slower than the telemetry: what it does not read waits at the broker, in its persistent
-        // session, rather than being answered late or not at all. The will goes with what publishes the status.
-        var publishing = mqtt.publishingSession
-        publishing.will = statuses.status(online: false, since: startedAt)
-        client = try MQTTClient(configuration: mqtt, publishingSession: publishing, logger: logger)
+        let will = statuses.status(online: false, since: startedAt)
+        if configuration.publishingSession {
+            // What the bridge publishes leaves through a session of its own, so that the bridge can stop reading while
+            // the broker is slower than the telemetry: what it does not read waits at the broker, in its persistent
+            // session, rather than being answered late or not at all. The will goes with what publishes the status.
+            var publishing = mqtt.publishingSession
+            publishing.will = will
+            client = try MQTTClient(configuration: mqtt, publishingSession: publishing, logger: logger)
+        } else {
+            mqtt.will = will
+            client = try MQTTClient(configuration: mqtt, logger: logger)
+        }
         offlineStatus = { statuses.status(online: false, since: clock.now) }
         processor = MessageProcessor(
             configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,

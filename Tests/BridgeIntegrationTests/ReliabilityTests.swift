@@ -388,4 +388,43 @@ import TestSupport
         await hub.close()
         try await bridge.stop()
     }
+
+    /// With a publishing session and a small queue, a burst the broker cannot take as fast as it comes makes the bridge
+    /// stop reading (what it does not read waits at the broker) rather than drop answers: every pairing is answered.
+    @Test func withAPublishingSessionABurstBeyondTheQueueLosesNoAnswer() async throws {
+        let broker = try await MosquittoBroker(extraConfig: Self.queues)
+        let logs = LogRecorder()
+        let bridge = try RunningBridge(broker: broker, logs: logs) { configuration in
+            configuration.publishingSession = true
+            configuration.homeAutomation = false
+            // 10 in flight, and reading pauses once more than 10 wait beyond them.
+            configuration.mqtt.maximumInflightMessages = 10
+            configuration.mqtt.maximumPendingMessages = 20
+        }
+        let hub = try await Peer(
+            "burst-hub", broker: broker, subscribe: ["audio/hubs/hub-1/accessories/+/result", "audio/bridge/status"])
+        // Online: it has subscribed.
+        _ = try await hub.waitFor(1, on: "audio/bridge/status", timeout: .seconds(30))
+        let count = 2_000
+        for index in 0..<count {
+            let telemetry = Audioaccessory_V1_AccessoryTelemetry(
+                .paired(name: "A\(index)", model: "M", hardwareCapabilities: .all), sequence: 1, requestID: "p\(index)")
+            try hub.client.publish(
+                MQTTMessage(
+                    topic: "audio/hubs/hub-1/accessories/a\(index)/telemetry",
+                    payload: hub.codec.encode(telemetry, as: .protobuf)))
+        }
+        var answered = 0
+        for index in 0..<count {
+            let results = try await hub.waitFor(1, on: "audio/hubs/hub-1/accessories/a\(index)/result", timeout: .seconds(60))
+            let result = try hub.codec.decode(Audioaccessory_V1_RequestResult.self, from: results[0].payload, format: .protobuf)
+            if result.requestID == "p\(index)", result.error == .none { answered += 1 }
+        }
+        #expect(answered == count)
+        let lines = logs.all
+        #expect(lines.contains { $0.contains("MQTT reading paused") }, "the burst never filled the queue")
+        #expect(!lines.contains { $0.contains("refused") || $0.contains("publish failed") }, "\(lines.filter { $0.contains("refused") || $0.contains("publish failed") }.prefix(3))")
+        await hub.close()
+        try await bridge.stop()
+    }
 }
