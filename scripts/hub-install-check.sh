@@ -33,10 +33,12 @@ esac
 cp -r Examples/hub-c "$work/hub-c"
 rm -f "$work/hub-c/hub"
 make -s -C "$work/hub-c" >/dev/null
-ldd "$work/hub-c/hub" | grep -q "$prefix/lib/libaudiohub.so.0" || { echo "hub-install-check: not linked to $prefix" >&2; exit 1; }
+# Read whole first: with pipefail, `ldd | grep -q` fails whenever grep stops reading before ldd has written all.
+libraries=$(ldd "$work/hub-c/hub")
+grep -q "$prefix/lib/libaudiohub.so.0" <<<"$libraries" || { echo "hub-install-check: not linked to $prefix" >&2; exit 1; }
 ${CC:-cc} -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags audiohub) -o "$work/hub-static" "$work/hub-c/hub.c" \
     "$prefix/lib/libaudiohub.a" $(pkg-config --static --libs-only-l libmosquitto libprotobuf-c) -pthread
-if ldd "$work/hub-static" | grep -q libaudiohub; then echo "hub-install-check: the static hub is not static" >&2; exit 1; fi
+if grep -q libaudiohub <<<"$(ldd "$work/hub-static" 2>&1 || true)"; then echo "hub-install-check: the static hub is not static" >&2; exit 1; fi
 
 start_broker 18980 "$work" "$work/broker.log"
 "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id install-bridge >"$work/bridge.log" 2>&1 &

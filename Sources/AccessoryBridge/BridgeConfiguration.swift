@@ -25,8 +25,8 @@ public struct BridgeConfiguration: Sendable {
     public var sessionExpiry: Duration = .seconds(24 * 60 * 60)
     /// Whether what the bridge publishes leaves through a second connection (``MQTTConfiguration/publishingSession``),
     /// so that it can stop reading while the broker takes its messages slower than the telemetry comes: what it does
-    /// not read waits at the broker, and no answer is dropped. It costs CPU per message (README, "Performance").
-    public var publishingSession = false
+    /// not read waits at the broker, and no answer is dropped. Without it, an overload drops answers.
+    public var publishingSession = true
     /// At most one rebirth request per accessory per interval, however many gaps its telemetry shows.
     public var rebirthInterval: Duration = .seconds(10)
     /// How long the start-up read of retained states may take before the bridge goes on with what it has.

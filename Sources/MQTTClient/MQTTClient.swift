@@ -21,7 +21,8 @@ public final class MQTTClient: Sendable {
     /// Creates the libmosquitto client and applies the configuration; does not connect (see ``start(_:)``).
     ///
     /// With `publishingSession` (see ``MQTTConfiguration/publishingSession``), what ``publish(_:)`` queues leaves
-    /// through a second connection of its own, and the first one only receives. That lets the client push back: while
+    /// through a second connection of its own, which the same network thread runs, and the first one only receives.
+    /// That lets the client push back: while
     /// more than half of ``MQTTConfiguration/maximumPendingMessages`` wait to be published, it stops reading what it
     /// receives, until a quarter wait (reading a packet every half keep-alive meanwhile, so that the connection stays
     /// up). What it does not read waits at the broker, which acknowledged it to its sender; on one connection the
@@ -187,7 +188,10 @@ extension ClientCore {
                     publishing.loop.receiving = self
                     try publishing.start(nil)
                 }
-                state.thread = try NetworkThread.start { self.runNetworkLoop() }
+                // A publishing session has no thread of its own: its receiving session's runs it.
+                if loop.receiving == nil {
+                    state.thread = try NetworkThread.start { self.runNetworkLoop() }
+                }
             } catch {
                 state.lifecycle = .idle
                 state.loopExited = true
@@ -253,6 +257,11 @@ extension ClientCore {
             if let thread, thread.isCurrent {
                 // Cannot join the current thread: it releases libmosquitto itself when its loop ends.
                 thread.detach()
+                state.releaseWhenLoopExits = true
+                return (state.connectionWaiters.removeAll(), nil)
+            }
+            if thread == nil, !state.loopExited {
+                // A publishing session whose receiving session's thread still runs it: released when that ends.
                 state.releaseWhenLoopExits = true
                 return (state.connectionWaiters.removeAll(), nil)
             }

@@ -61,8 +61,8 @@ enum Settings {
         @Option(help: "Seconds the broker keeps the bridge's session (and the telemetry for it) while it is away. (default: 86400)")
         var sessionExpiry: Double?
 
-        @Flag(help: "Publish through a second connection: under overload, telemetry then waits at the broker and no answer is dropped, for more CPU per message.")
-        var publishingSession = false
+        @Flag(help: "Publish through the one connection that receives: under overload, answers are then dropped rather than the telemetry left waiting at the broker.")
+        var noPublishingSession = false
 
         @Option(help: "The largest inbound payload, in bytes. (default: 65536)")
         var maxPayloadSize: Int?
@@ -103,7 +103,7 @@ enum Settings {
             if noHomeAutomation { given["home-automation"] = "false" }
             given["diagnostics-grace-period"] = diagnosticsGracePeriod.map { "\($0)" }
             given["session-expiry"] = sessionExpiry.map { "\($0)" }
-            if publishingSession { given["publishing-session"] = "true" }
+            if noPublishingSession { given["publishing-session"] = "false" }
             given["payload-format"] = payloadFormat
             given["max-payload-size"] = maxPayloadSize.map { "\($0)" }
             given["log-level"] = logLevel
@@ -181,15 +181,15 @@ enum Settings {
             bridge.diagnosticsGracePeriod = .milliseconds(Int64(seconds * 1000))
         }
         if let seconds = try number("session-expiry") { bridge.sessionExpiry = .milliseconds(Int64(seconds * 1000)) }
-        func flag(_ key: String, default fallback: Bool = true) throws -> Bool {
-            let text = config.string(forKey: ConfigKey([key]), default: "\(fallback)").lowercased()
+        func flag(_ key: String) throws -> Bool {
+            let text = config.string(forKey: ConfigKey([key]), default: "true").lowercased()
             guard let value = ["true": true, "1": true, "yes": true, "false": false, "0": false, "no": false][text] else {
                 throw Invalid(description: "\(key) must be true or false, not '\(text)'")
             }
             return value
         }
         bridge.homeAutomation = try flag("home-automation")
-        bridge.publishingSession = try flag("publishing-session", default: false)
+        bridge.publishingSession = try flag("publishing-session")
         let prefix = config.string(forKey: ConfigKey(["homeassistant-prefix"]), default: "homeassistant")
         guard !prefix.isEmpty, !prefix.contains("+"), !prefix.contains("#") else {
             throw Invalid(description: "homeassistant-prefix must be a topic prefix without wildcards, not '\(prefix)'")

@@ -23,7 +23,7 @@ import Testing
         #expect(settings.bridge.payloadFormat == .protobuf)
         #expect(settings.bridge.maximumPayloadSize == 65_536)
         #expect(settings.bridge.sessionExpiry == .seconds(86_400))
-        #expect(!settings.bridge.publishingSession)
+        #expect(settings.bridge.publishingSession)
         #expect(settings.logLevel == .info)
     }
 
@@ -41,8 +41,8 @@ import Testing
         let off = try await resolve(["--no-http", "--no-homeassistant"])
         #expect(off.http == nil && off.bridge.homeAssistantPrefix == nil && off.bridge.homeAutomation)
         #expect(try await resolve(["--no-home-automation"]).bridge.homeAutomation == false)
-        #expect(try await resolve(["--publishing-session"]).bridge.publishingSession)
-        #expect(try await resolve([], environment: ["AUDIO_BRIDGE_PUBLISHING_SESSION": "true"]).bridge.publishingSession)
+        #expect(try await resolve(["--no-publishing-session"]).bridge.publishingSession == false)
+        #expect(try await resolve([], environment: ["AUDIO_BRIDGE_PUBLISHING_SESSION": "false"]).bridge.publishingSession == false)
         let environment = try await resolve([], environment: [
             "AUDIO_BRIDGE_HTTP_HOST": "0.0.0.0", "AUDIO_BRIDGE_HTTP_PORT": "9100", "AUDIO_BRIDGE_HOMEASSISTANT_PREFIX": "ha",
         ])

@@ -32,9 +32,10 @@ import TestSupport
         #expect(try await hub.request(.sources(primary: phone.data, secondary: nil), sequence: 3).error == .none)
     }
 
-    @Test func theTour() async throws {
+    /// With the publishing session (the default) and without: publishing through the one connection that receives.
+    @Test(arguments: [true, false]) func theTour(publishingSession: Bool) async throws {
         let broker = try await MosquittoBroker()
-        let bridge = try await Self.startBridge(on: broker)
+        let bridge = try await Self.startBridge(on: broker) { $0.publishingSession = publishingSession }
         let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#"])
         let device = try await Peer("phone", broker: broker, subscribe: [Self.commandsTopic])
 

@@ -30,8 +30,8 @@ final class LoopContext: @unchecked Sendable {
     var thread: pthread_t?
     /// The flags of a CONNACK success whose handling in libmosquitto is not over (see `ClientCore.finishConnecting()`).
     var connack: Int32?
-    /// A publishing session's: the session it publishes for, which its events go to (written before its thread
-    /// starts, like `handler`).
+    /// A publishing session's: the session it publishes for, whose network thread runs it and hands its events on
+    /// (written before that thread starts, like `handler`).
     weak var receiving: ClientCore?
     /// A receiving session's (on its network thread): which of the two sessions are connected, and whether the
     /// receiving one resumed its session.
@@ -41,6 +41,8 @@ final class LoopContext: @unchecked Sendable {
     /// A receiving session's (on its network thread): since when it has not read, waiting for its publishing
     /// session's queue to shrink.
     var pausedSince: ContinuousClock.Instant?
+    /// A receiving session's (on its network thread): its publishing session's connection, run beside its own.
+    var link: PublishingLink?
 
     /// Whether the caller is the network thread.
     var isCurrent: Bool {
@@ -246,7 +248,7 @@ final class ClientCore: Sendable {
     /// as connected, waiters are released, the handler hears of it, and what waited leaves. MQTT keeps a client's
     /// messages in order only if this comes after those: a hub's message sent while the broker was away would
     /// otherwise reach it behind the next one, and be refused as out of order.
-    private func finishConnecting() {
+    func finishConnecting() {
         guard let flags = loop.connack else { return }
         loop.connack = nil
         // Waiters are released after the SUBSCRIBEs of the CONNACK's callback: what they publish next goes out behind
@@ -359,6 +361,13 @@ final class ClientCore: Sendable {
     func runNetworkLoop() {
         let pointer = handle.pointer
         loop.thread = pthread_self()
+        if let publishing {
+            // This thread runs the publishing session too: what the handler publishes is written by it, after each
+            // packet, with no other thread to wake (two threads cost the bridge 13-18 µs per report).
+            publishing.loop.thread = pthread_self()
+            loop.link = PublishingLink(publishing)
+            loop.link?.connectIfDue()
+        }
         callHandlerIfDue()
         var failure = connectFirst(pointer)
         var delay = configuration.reconnectDelay
@@ -388,11 +397,15 @@ final class ClientCore: Sendable {
             let rc = mosquitto_reconnect(pointer)
             failure = rc == MosquittoLibrary.success ? nil : MQTTError.library(rc)
         }
+        if let link = loop.link {
+            link.shutDown()
+            link.core.loopExited()
+        }
         loopExited()
     }
 
     /// The first attempt, the one that passes the CONNECT properties (session expiry interval).
-    private func connectFirst(_ pointer: OpaquePointer) -> MQTTError? {
+    func connectFirst(_ pointer: OpaquePointer) -> MQTTError? {
         var properties: OpaquePointer?
         defer { mosquitto_property_free_all(&properties) }
         if let sessionExpiry = configuration.sessionExpiry {
@@ -428,7 +441,11 @@ final class ClientCore: Sendable {
                 _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
             }
         }
-        // A connection that ended without libmosquitto's disconnect callback still counts as ended.
+        connectionEnded(rc)
+    }
+
+    /// A connection that ended without libmosquitto's disconnect callback still counts as ended.
+    func connectionEnded(_ rc: Int32) {
         loop.connack = nil
         let stale = state.withLock { state in
             defer { state.isConnected = false }
@@ -460,7 +477,13 @@ final class ClientCore: Sendable {
             let remaining = end - ContinuousClock.now
             guard remaining > .zero else { return }
             let wait = min(remaining, max(.zero, loop.handler?.timeUntilWake() ?? remaining))
-            wakePipe.wait(milliseconds: Int32(clamping: (wait + .microseconds(999)).wholeMillisecondsRoundedDown))
+            let milliseconds = Int32(clamping: (wait + .microseconds(999)).wholeMillisecondsRoundedDown)
+            if loop.link != nil {
+                // The publishing session goes on meanwhile.
+                _ = serviceOnce(nil, timeout: milliseconds)
+            } else {
+                wakePipe.wait(milliseconds: milliseconds)
+            }
             callHandlerIfDue()
         }
     }
@@ -475,21 +498,35 @@ final class ClientCore: Sendable {
     /// A session alone never stops reading to push back on a handler that publishes faster than the broker
     /// acknowledges: the acknowledgements arrive on the same socket, and the bound is
     /// ``MQTTConfiguration/maximumPendingMessages``. With a publishing session, ``mayRead()`` decides.
-    private func serviceOnce(_ pointer: OpaquePointer, timeout: Int32) -> Int32 {
-        let socket = mosquitto_socket(pointer)
-        guard socket >= 0 else { return MosquittoLibrary.noConnection }
-        let reading = mayRead()
-        var descriptors = [
-            pollfd(
-                fd: socket, events: Int16(reading ? POLLIN : 0) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0),
-                revents: 0),
-            pollfd(fd: wakePipe.readEnd, events: Int16(POLLIN), revents: 0),
-        ]
-        if poll(&descriptors, 2, timeout) < 0 {
+    private func serviceOnce(_ pointer: OpaquePointer?, timeout: Int32) -> Int32 {
+        var descriptors: [pollfd] = []
+        if let pointer {
+            let socket = mosquitto_socket(pointer)
+            guard socket >= 0 else { return MosquittoLibrary.noConnection }
+            let reading = mayRead()
+            descriptors.append(
+                pollfd(
+                    fd: socket,
+                    events: Int16(reading ? POLLIN : 0) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0),
+                    revents: 0))
+        }
+        let pipe = descriptors.count
+        descriptors.append(pollfd(fd: wakePipe.readEnd, events: Int16(POLLIN), revents: 0))
+        let link = loop.link
+        let linked = link?.addDescriptors(to: &descriptors)
+        let timeout = min(timeout, link?.millisecondsUntilNextAttempt() ?? timeout)
+        if poll(&descriptors, nfds_t(descriptors.count), timeout) < 0 {
             let code = cmosquitto_errno()
             return code == EINTR ? MosquittoLibrary.success : MosquittoLibrary.errno
         }
-        if descriptors[1].revents != 0 { wakePipe.drain() }
+        if descriptors[pipe].revents != 0 { wakePipe.drain() }
+        defer {
+            if let link, let linked {
+                link.service(descriptors, at: linked)
+                link.connectIfDue()
+            }
+        }
+        guard let pointer else { return MosquittoLibrary.success }
         // A closed or failed socket is reported (and read, to learn why) even while reading waits.
         if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
             // libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the
@@ -506,6 +543,7 @@ final class ClientCore: Sendable {
                 }
                 let drained = cmosquitto_would_block() != 0
                 if let rc = writeIfWanted(pointer) { return rc }
+                link?.write()
                 if drained { break }
             }
         }
@@ -514,7 +552,7 @@ final class ClientCore: Sendable {
     }
 
     /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
-    private func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
+    func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
         let rc = mosquitto_loop_write(pointer, 1)
         guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
@@ -523,7 +561,7 @@ final class ClientCore: Sendable {
         return nil
     }
 
-    private func loopExited() {
+    func loopExited() {
         let (waiters, release) = state.withLock { state in
             state.loopExited = true
             return (state.loopExitWaiters.removeAll(), state.releaseWhenLoopExits)

@@ -1,8 +1,18 @@
+import CMosquitto
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A client with a publishing session (``MQTTClient/init(configuration:publishingSession:logger:)``) is two
-/// ``ClientCore``s: the receiving one, which the handler belongs to, and the publishing one, whose events it relays
-/// to the receiving one's network thread. The receiving one reads only while the publishing one's queue has room.
+/// ``ClientCore``s: the receiving one, which the handler belongs to and whose network thread runs both connections
+/// (the publishing one's through a ``PublishingLink``), and the publishing one, whose events it hands on to the
+/// handler. The receiving one reads only while the publishing one's queue has room.
 extension ClientCore {
     enum Session {
         case receiving
@@ -11,7 +21,8 @@ extension ClientCore {
 
     // MARK: Events
 
-    /// On the publishing session's thread: hands `event` to the receiving session's.
+    /// A publishing session's event (on the network thread, or on the thread that asked it to stop), for the
+    /// receiving session to hand on between packets.
     func relay(_ event: MQTTEvent) {
         relayed.withLock { $0.append(event) }
         wakePipe.signal()
@@ -89,12 +100,148 @@ extension ClientCore {
         return false
     }
 
-    /// On the publishing session's thread, after it handed waiting messages on: wakes a paused receiving session once
-    /// at most a quarter of the bound waits.
+    /// After the publishing session handed waiting messages on: wakes a paused receiving session once at most a
+    /// quarter of the bound waits.
     func publishingQueueShrank(to waiting: Int) {
         guard let publishing, waiting <= publishing.configuration.maximumPendingMessages / 4,
             readingPaused.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
         else { return }
         wakePipe.signal()
+    }
+}
+
+/// The publishing session's connection, run by its receiving session's network thread beside that session's own:
+/// connecting and reconnecting with the same backoff, reading acknowledgements, writing what the handler published.
+/// Used on that thread only.
+final class PublishingLink {
+    let core: ClientCore
+    private var delay: Duration
+    /// When to try connecting next; `nil` while a connection is open or being made.
+    private var nextAttempt: ContinuousClock.Instant? = .now
+    private var attempted = false
+
+    init(_ core: ClientCore) {
+        self.core = core
+        delay = core.configuration.reconnectDelay
+    }
+
+    private var pointer: OpaquePointer { core.handle.pointer }
+
+    /// Adds the session's socket (when open) and wake pipe to a `poll`; returns where they are.
+    func addDescriptors(to descriptors: inout [pollfd]) -> (socket: Int?, pipe: Int) {
+        var socketIndex: Int?
+        let socket = mosquitto_socket(pointer)
+        if socket >= 0 {
+            socketIndex = descriptors.count
+            descriptors.append(
+                pollfd(fd: socket, events: Int16(POLLIN) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0), revents: 0))
+        }
+        descriptors.append(pollfd(fd: core.wakePipe.readEnd, events: Int16(POLLIN), revents: 0))
+        return (socketIndex, descriptors.count - 1)
+    }
+
+    /// How long `poll` may wait before the next connection attempt is due, if one is.
+    func millisecondsUntilNextAttempt() -> Int32? {
+        nextAttempt.map { Int32(clamping: max(0, ($0 - .now + .microseconds(999)).wholeMillisecondsRoundedDown)) }
+    }
+
+    /// After `poll`: reads what arrived (acknowledgements), writes what waits, keeps the connection alive.
+    func service(_ descriptors: [pollfd], at index: (socket: Int?, pipe: Int)) {
+        if descriptors[index.pipe].revents != 0 { core.wakePipe.drain() }
+        guard nextAttempt == nil else { return }
+        guard mosquitto_socket(pointer) >= 0 else {
+            ended(MosquittoLibrary.noConnection)
+            return
+        }
+        var rc = MosquittoLibrary.success
+        if let socket = index.socket, descriptors[socket].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+            for _ in 0..<ClientCore.packetsPerWakeup {
+                cmosquitto_clear_errno()
+                rc = mosquitto_loop_read(pointer, 1)
+                guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else { break }
+                let drained = cmosquitto_would_block() != 0
+                if let failed = core.writeIfWanted(pointer) {
+                    rc = failed
+                    break
+                }
+                if drained { break }
+            }
+        }
+        if rc == MosquittoLibrary.success, mosquitto_socket(pointer) < 0 { rc = MosquittoLibrary.noConnection }
+        if rc == MosquittoLibrary.success, let failed = core.writeIfWanted(pointer) { rc = failed }
+        if rc == MosquittoLibrary.success { rc = mosquitto_loop_misc(pointer) }
+        if rc == MosquittoLibrary.success {
+            core.finishConnecting()
+        } else {
+            ended(rc)
+        }
+    }
+
+    /// Writes what the handler just published (after each packet the receiving session read).
+    func write() {
+        guard nextAttempt == nil, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }
+        ended(rc)
+    }
+
+    /// Connects when an attempt is due (and no stop was asked for).
+    func connectIfDue() {
+        guard let due = nextAttempt, ContinuousClock.now >= due, !core.stopRequested else { return }
+        let failure: MQTTError?
+        if attempted {
+            let rc = mosquitto_reconnect(pointer)
+            failure = rc == MosquittoLibrary.success ? nil : MQTTError.library(rc)
+        } else {
+            failure = core.connectFirst(pointer)
+        }
+        attempted = true
+        guard let failure else {
+            nextAttempt = nil
+            return
+        }
+        core.logger.warning(
+            "MQTT connect failed",
+            metadata: [
+                "mqtt.host": "\(core.configuration.host)", "mqtt.port": "\(core.configuration.port)",
+                "mqtt.error": "\(failure)",
+            ])
+        scheduleAttempt()
+    }
+
+    /// Sends DISCONNECT (the broker does not publish the will) and waits up to two seconds for it to leave: the
+    /// receiving session's loop is ending.
+    func shutDown() {
+        core.state.withLock { state in
+            if state.lifecycle == .running { state.lifecycle = .stopped }
+        }
+        guard nextAttempt == nil, mosquitto_socket(pointer) >= 0 else { return }
+        _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
+        let deadline = ContinuousClock.now + .seconds(2)
+        var rc = MosquittoLibrary.success
+        while rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0, ContinuousClock.now < deadline {
+            var descriptors: [pollfd] = []
+            let index = addDescriptors(to: &descriptors)
+            _ = poll(&descriptors, nfds_t(descriptors.count), 100)
+            if let socket = index.socket, descriptors[socket].revents != 0 { rc = mosquitto_loop_read(pointer, 1) }
+            if rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0, let failed = core.writeIfWanted(pointer) {
+                rc = failed
+            }
+        }
+        core.connectionEnded(rc)
+    }
+
+    private func ended(_ rc: Int32) {
+        core.connectionEnded(rc)
+        let reset = core.state.withLock { state in
+            defer { state.connectedSinceBackoff = false }
+            return state.connectedSinceBackoff
+        }
+        if reset { delay = core.configuration.reconnectDelay }
+        scheduleAttempt()
+    }
+
+    private func scheduleAttempt() {
+        core.logger.debug("MQTT reconnecting after a delay", metadata: ["mqtt.delay": "\(delay)"])
+        nextAttempt = .now + delay
+        delay = min(delay * 2, max(core.configuration.maximumReconnectDelay, core.configuration.reconnectDelay))
     }
 }
