@@ -70,10 +70,6 @@ final class ClientCore: Sendable {
     /// A publishing session's: how many messages `state.pending` holds, read by its receiving session before each
     /// packet without taking the lock.
     let waiting = Atomic(0)
-    /// A receiving session's: reading is paused, until the publishing session says its queue shrank.
-    let readingPaused = Atomic(false)
-    /// A receiving session's: the publishing session's events, to be handed to the handler on this network thread.
-    let relayed = Mutex<[MQTTEvent]>([])
 
     init(configuration: MQTTConfiguration, publishing: MQTTConfiguration? = nil, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
@@ -132,7 +128,7 @@ final class ClientCore: Sendable {
 
     func onEvent(_ event: MQTTEvent) {
         if let receiving = loop.receiving {
-            receiving.relay(event)
+            receiving.sessionEvent(event, from: .publishing)
         } else if publishing != nil {
             sessionEvent(event, from: .receiving)
         } else {
@@ -368,7 +364,7 @@ final class ClientCore: Sendable {
             loop.link = PublishingLink(publishing)
             loop.link?.connectIfDue()
         }
-        callHandlerIfDue()
+        wakeHandlerIfDue()
         var failure = connectFirst(pointer)
         var delay = configuration.reconnectDelay
         while true {
@@ -429,7 +425,7 @@ final class ClientCore: Sendable {
         while rc == MosquittoLibrary.success {
             rc = serviceOnce(pointer, timeout: loopTimeoutMilliseconds())
             if rc == MosquittoLibrary.success { finishConnecting() }
-            callHandlerIfDue()
+            wakeHandlerIfDue()
             guard rc == MosquittoLibrary.success, stopRequested else { continue }
             if let stopDeadline {
                 if ContinuousClock.now >= stopDeadline {
@@ -462,9 +458,8 @@ final class ClientCore: Sendable {
         return Int32(clamping: max(0, min(1000, (wait + .microseconds(999)).wholeMillisecondsRoundedDown)))
     }
 
-    /// Hands the handler what the publishing session relayed, and calls its `wake()` when its wake-up time came.
-    private func callHandlerIfDue() {
-        if publishing != nil { deliverRelayedEvents() }
+    /// Calls the handler's `wake()` when its wake-up time came.
+    private func wakeHandlerIfDue() {
         guard let handler = loop.handler, let wait = handler.timeUntilWake(), wait <= .zero else { return }
         handler.wake()
     }
@@ -484,7 +479,7 @@ final class ClientCore: Sendable {
             } else {
                 wakePipe.wait(milliseconds: milliseconds)
             }
-            callHandlerIfDue()
+            wakeHandlerIfDue()
         }
     }
 

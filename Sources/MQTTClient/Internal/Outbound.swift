@@ -72,7 +72,6 @@ extension ClientCore {
                     metadata: ["mqtt.topic": "\(message.topic)", "mqtt.error": "\(error)"])
             case .stop(let drained):
                 if drained { onEvent(.queueDrained) }
-                loop.receiving?.publishingQueueShrank(to: waiting.load(ordering: .relaxed))
                 return
             }
         }
