@@ -54,33 +54,52 @@ struct PublishingSessionTests {
         }
     }
 
-    @Test func readingWaitsWhileWhatItPublishesCannotLeaveAndNothingIsRefused() async throws {
-        let inbound = try await MosquittoBroker()
-        // The publishing session's broker is down at first: what the handler publishes waits in the client.
-        let outbound = try await MosquittoBroker()
-        await outbound.stop()
+    /// An echo client receiving on one broker and publishing to another, which is down at first: what the handler
+    /// publishes waits in the client. It has subscribed, and 20 messages are on their way to it.
+    struct Setup {
+        let inbound: MosquittoBroker
+        let outbound: MosquittoBroker
+        let clientID: String
+        let client: MQTTClient
+        let echo: Echo
+        let sender: TestClient
 
-        let clientID = "echo-\(UUID().uuidString.prefix(8))"
-        var receiving = MQTTConfiguration(clientID: clientID)
-        receiving.host = inbound.host
-        receiving.port = inbound.port
-        receiving.reconnectDelay = .milliseconds(100)
-        receiving.maximumReconnectDelay = .milliseconds(200)
-        var publishing = receiving.publishingSession
-        publishing.port = outbound.port
-        // Reading pauses once more than 4 wait, and resumes once at most 2 do.
-        publishing.maximumPendingMessages = 8
-        let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
-        let echo = Echo(client)
-        try client.subscribe("in/#", qos: .atLeastOnce)
-        try client.start(echo)
-        try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
-
-        let sender = try TestClient(inbound)
-        try await sender.connect()
-        for index in 0..<20 {
-            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+        init(queueBound: Int, configure: (inout MQTTConfiguration) -> Void = { _ in }) async throws {
+            inbound = try await MosquittoBroker()
+            outbound = try await MosquittoBroker()
+            await outbound.stop()
+            clientID = "echo-\(UUID().uuidString.prefix(8))"
+            var receiving = MQTTConfiguration(clientID: clientID)
+            receiving.host = inbound.host
+            receiving.port = inbound.port
+            configure(&receiving)
+            var publishing = receiving.publishingSession
+            publishing.port = outbound.port
+            publishing.maximumPendingMessages = queueBound
+            client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
+            echo = Echo(client)
+            try client.subscribe("in/#", qos: .atLeastOnce)
+            try client.start(echo)
+            try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
+            sender = try TestClient(inbound)
+            try await sender.connect()
         }
+
+        func sendTwenty() throws {
+            for index in 0..<20 {
+                try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+            }
+        }
+    }
+
+    @Test func readingWaitsWhileWhatItPublishesCannotLeaveAndNothingIsRefused() async throws {
+        // Reading pauses once more than 4 wait, and resumes once at most 2 do.
+        let setup = try await Setup(queueBound: 8) { receiving in
+            receiving.reconnectDelay = .milliseconds(100)
+            receiving.maximumReconnectDelay = .milliseconds(200)
+        }
+        let (client, echo) = (setup.client, setup.echo)
+        try setup.sendTwenty()
         try await echo.waitUntilReceived(5)
         // It stops there: the five it published wait, and the rest waits at the broker.
         try await Task.sleep(for: .seconds(1))
@@ -89,12 +108,12 @@ struct PublishingSessionTests {
         // One connection as far as the handler knows: not up while the publishing session is not.
         #expect(echo.record.withLock { $0.events }.isEmpty)
 
-        try await outbound.restart()
+        try await setup.outbound.restart()
         try await echo.waitUntilReceived(20)
         #expect(echo.received == (0..<20).map { "in/\($0)" })
         #expect(echo.record.withLock { $0.refused }.isEmpty)
         #expect(echo.record.withLock { $0.events } == [.connected(sessionPresent: false)])
-        let published = try await outbound.subscribe(topic: "out/#", count: 20, timeout: .seconds(10))
+        let published = try await setup.outbound.subscribe(topic: "out/#", count: 20, timeout: .seconds(10))
         #expect(Set(published) == Set((0..<20).map { "out/\($0) \($0)" }))
 
         await client.close()
@@ -102,38 +121,19 @@ struct PublishingSessionTests {
     }
 
     @Test func aPausedSessionReadsAPacketEveryHalfKeepAliveAndStaysConnected() async throws {
-        let inbound = try await MosquittoBroker()
-        let outbound = try await MosquittoBroker()
-        await outbound.stop()
-
-        let clientID = "paused-\(UUID().uuidString.prefix(8))"
-        var receiving = MQTTConfiguration(clientID: clientID)
-        receiving.host = inbound.host
-        receiving.port = inbound.port
-        receiving.keepAlive = .seconds(5)
-        var publishing = receiving.publishingSession
-        publishing.port = outbound.port
-        publishing.maximumPendingMessages = 16
-        let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
-        let echo = Echo(client)
-        try client.subscribe("in/#", qos: .atLeastOnce)
-        try client.start(echo)
-        try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
+        let setup = try await Setup(queueBound: 16) { $0.keepAlive = .seconds(5) }
+        let (inbound, echo) = (setup.inbound, setup.echo)
         let offset = inbound.logLength
-
-        let sender = try TestClient(inbound)
-        try await sender.connect()
-        for index in 0..<20 {
-            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
-        }
+        try setup.sendTwenty()
         try await echo.waitUntilReceived(9)
         // Paused for longer than a keep-alive and a half, after which the broker would drop a silent client: a
         // packet every 2.5 s keeps it.
         try await Task.sleep(for: .seconds(9))
         #expect((11...13).contains(echo.received.count), "\(echo.received.count)")
         #expect(echo.record.withLock { $0.refused }.isEmpty)
-        #expect(!inbound.log().dropFirst(offset).contains("Client \(clientID) "), "\(inbound.log().dropFirst(offset))")
+        #expect(
+            !inbound.log().dropFirst(offset).contains("Client \(setup.clientID) "), "\(inbound.log().dropFirst(offset))")
 
-        await client.close()
+        await setup.client.close()
     }
 }

@@ -19,12 +19,13 @@ struct MosquittoHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// The handler of a client's network thread, and which thread that is.
-// @unchecked Sendable: `handler` is written once, by MQTTClient.start() before it creates the network thread (which
-// orders the write before everything the thread does), and read only on that thread, and by release() after it ended.
-// `thread` is written by the network thread first thing and only compared with the caller's thread after that: a
-// thread that reads it while it is being written is not the network thread, and reads a value that is not its own.
-// `connack` is read and written on the network thread only.
+/// The handler of a client's network thread, which thread that is, and what only that thread uses.
+// @unchecked Sendable: `handler` and `receiving` are written once, by MQTTClient.start() before it creates the network
+// thread (which orders the writes before everything the thread does), and read only on that thread, and by release()
+// after it ended. `thread` is written by the network thread first thing (a publishing session's by its receiving
+// session's, before it runs it) and only compared with the caller's thread after that: a thread that reads it while
+// it is being written is not the network thread, and reads a value that is not its own. `connack` and the rest are
+// read and written on the network thread only.
 final class LoopContext: @unchecked Sendable {
     var handler: (any MQTTClientHandler)?
     var thread: pthread_t?
