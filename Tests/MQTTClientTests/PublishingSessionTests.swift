@@ -136,4 +136,50 @@ struct PublishingSessionTests {
 
         await setup.client.close()
     }
+
+    @Test func thePublishingConnectionComesBackAloneAndTheReceivingOneStays() async throws {
+        let broker = try await MosquittoBroker()
+        let clientID = "alone-\(UUID().uuidString.prefix(8))"
+        var receiving = MQTTConfiguration(clientID: clientID)
+        receiving.host = broker.host
+        receiving.port = broker.port
+        receiving.reconnectDelay = .milliseconds(100)
+        receiving.maximumReconnectDelay = .milliseconds(200)
+        let client = try MQTTClient(configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
+        let echo = Echo(client)
+        try client.subscribe("in/#", qos: .atLeastOnce)
+        try client.start(echo)
+        try await client.waitUntilConnected()
+        let observer = try TestClient(broker)
+        try await observer.connect()
+        try await observer.subscribe("out/#")
+        let offset = broker.logLength
+
+        // Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
+        let usurper = try await broker.startSubscriber(
+            topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
+        usurper.kill()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while echo.record.withLock({ $0.events.filter(\.isConnected).count }) < 2 {
+            guard ContinuousClock.now < deadline else {
+                throw TimeoutError(description: "not connected again: \(echo.record.withLock { $0.events })")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let events = echo.record.withLock { $0.events }
+        #expect(events.first == .connected(sessionPresent: false))
+        #expect(events.contains { $0.lostConnectionError != nil }, "\(events)")
+        #expect(events.last == .connected(sessionPresent: false))
+
+        // It publishes again, and the receiving connection never went.
+        let sender = try TestClient(broker)
+        try await sender.connect()
+        for index in 0..<5 {
+            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+        }
+        let echoed = try await observer.inbox.waitForMessages(count: 5, on: nil)
+        #expect(Set(echoed.map(\.topic)) == Set((0..<5).map { "out/\($0)" }))
+        #expect(!broker.log().dropFirst(offset).contains("Client \(clientID) "), "\(broker.log().dropFirst(offset))")
+        await client.close()
+    }
 }

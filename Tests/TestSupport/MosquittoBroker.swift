@@ -335,7 +335,8 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
-    /// Starts mosquitto, its output appended to the log, and waits (up to 5 s) until the port accepts connections.
+    /// Starts mosquitto, its output appended to the log, and waits (up to 5 s) until it says it runs and the port
+    /// accepts connections. (The port alone is not enough: another test's broker may have taken it, and accept.)
     private static func launch(
         executable: String, configFile: URL, logFile: URL, port: Int
     ) async throws -> (broker: ChildProcess, watchdog: ChildProcess) {
@@ -343,14 +344,16 @@ public final class MosquittoBroker: Sendable {
         let process = try ChildProcess(
             executable: executable, arguments: ["-c", configFile.path], outputPath: logFile.path
         )
+        func output() -> String {
+            (try? Data(contentsOf: logFile)).map { String(decoding: $0.dropFirst(logStart), as: UTF8.self) } ?? ""
+        }
         do {
             let deadline = ContinuousClock.now + .seconds(5)
-            while !accepts(port: port) {
-                guard process.isRunning, ContinuousClock.now < deadline else {
-                    let output = (try? Data(contentsOf: logFile)).map {
-                        String(decoding: $0.dropFirst(logStart), as: UTF8.self)
-                    } ?? ""
-                    throw MosquittoBrokerError("mosquitto did not start listening on port \(port):\n\(output)")
+            // mosquitto logs "mosquitto version … running" once its listeners are bound.
+            while !(output().contains(" running") && accepts(port: port)) {
+                guard process.isRunning, ContinuousClock.now < deadline, !output().contains("Address already in use")
+                else {
+                    throw MosquittoBrokerError("mosquitto did not start listening on port \(port):\n\(output())")
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
