@@ -524,27 +524,40 @@ final class ClientCore: Sendable {
         }
         guard let pointer else { return MosquittoLibrary.success }
         // A closed or failed socket is reported (and read, to learn why) even while reading waits.
-        if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-            // libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the
-            // bridge's start-up read of a million retained states): read on until the socket would block, rather
-            // than a poll per packet. What the handler published for a packet goes out before the next is read, as
-            // when each had a wake-up of its own (`make bench-e2e`: writing only after 256 packets, the p99 at 50%
-            // load went from 5-18 ms to 39-75 ms). Bounded, so that the wake pipe and deadlines get their turn.
-            for index in 0..<Self.packetsPerWakeup {
-                if index > 0, !mayRead() { break }
-                cmosquitto_clear_errno()
-                let rc = mosquitto_loop_read(pointer, 1)
-                guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
-                    return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
-                }
-                let drained = cmosquitto_would_block() != 0
-                if let rc = writeIfWanted(pointer) { return rc }
-                link?.write()
-                if drained { break }
-            }
+        if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0,
+            let rc = readWaitingPackets(pointer, while: mayRead, afterEach: { link?.write() })
+        {
+            return rc
         }
         if let rc = writeIfWanted(pointer) { return rc }
         return mosquitto_loop_misc(pointer)
+    }
+
+    /// Reads the packets waiting on `pointer`'s socket, while `mayGoOn` allows another, writing what handling each
+    /// one queued (then calling `afterEach`) before reading the next; returns the code that ends the connection, or
+    /// `nil`.
+    ///
+    /// libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the bridge's
+    /// start-up read of a million retained states): read on until the socket would block, rather than a poll per
+    /// packet. What the handler published for a packet goes out before the next is read, as when each had a wake-up
+    /// of its own (`make bench-e2e`: writing only after 256 packets, the p99 at 50% load went from 5-18 ms to
+    /// 39-75 ms). At most ``packetsPerWakeup``, so that the wake pipe and deadlines get their turn.
+    func readWaitingPackets(
+        _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, afterEach: () -> Void = {}
+    ) -> Int32? {
+        for index in 0..<Self.packetsPerWakeup {
+            if index > 0, !mayGoOn() { break }
+            cmosquitto_clear_errno()
+            let rc = mosquitto_loop_read(pointer, 1)
+            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+            }
+            let drained = cmosquitto_would_block() != 0
+            if let rc = writeIfWanted(pointer) { return rc }
+            afterEach()
+            if drained { break }
+        }
+        return nil
     }
 
     /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.

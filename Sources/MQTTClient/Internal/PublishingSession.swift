@@ -126,20 +126,11 @@ final class PublishingLink {
             return
         }
         var rc = MosquittoLibrary.success
-        if let socket = index.socket, descriptors[socket].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-            for _ in 0..<ClientCore.packetsPerWakeup {
-                cmosquitto_clear_errno()
-                rc = mosquitto_loop_read(pointer, 1)
-                guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else { break }
-                let drained = cmosquitto_would_block() != 0
-                if let failed = core.writeIfWanted(pointer) {
-                    rc = failed
-                    break
-                }
-                if drained { break }
-            }
+        if let socket = index.socket, descriptors[socket].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0,
+            let failed = core.readWaitingPackets(pointer)
+        {
+            rc = failed
         }
-        if rc == MosquittoLibrary.success, mosquitto_socket(pointer) < 0 { rc = MosquittoLibrary.noConnection }
         if rc == MosquittoLibrary.success, let failed = core.writeIfWanted(pointer) { rc = failed }
         if rc == MosquittoLibrary.success { rc = mosquitto_loop_misc(pointer) }
         if rc == MosquittoLibrary.success {
