@@ -113,9 +113,13 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
-        let now = clock.now
-        let deadlines = [core.nextDeadline, nextHousekeeping].compactMap { $0 }
-        return deadlines.min().map { $0 - now }
+        // Called twice per turn of the network loop: no array.
+        let next =
+            switch (core.nextDeadline, nextHousekeeping) {
+            case (let deadline?, let housekeeping?): min(deadline, housekeeping)
+            case (let deadline, let housekeeping): deadline ?? housekeeping
+            }
+        return next.map { $0 - clock.now }
     }
 
     public func wake() {
