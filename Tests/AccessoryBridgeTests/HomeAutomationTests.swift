@@ -325,6 +325,38 @@ import Testing
         #expect(!restarted.take().contains { $0.topic.hasPrefix("homeassistant/") })
     }
 
+    /// At start-up the queue refuses the bridge's own config, a hub's and the removal of a stale config: each goes
+    /// out once it drains, and once only. A stale config that became an accessory's meanwhile is not removed.
+    @Test func whatTheQueueRefusedAtStartUpGoesOutOnceItDrains() throws {
+        let bridge = "homeassistant/device/aab_audio_bridge/config"
+        let hub = "homeassistant/device/aab_audio_hub_hub-2/config"
+        let gone = "homeassistant/device/aab_audio_gone/config"
+        let back = "homeassistant/device/aab_audio_back/config"
+        for topic in [gone, back] {
+            processor.restore(MQTTMessage(topic: topic, payload: Array("{}".utf8), retain: true))
+        }
+        _ = processor.restoringFinished()
+        send("audio/hubs/hub-2/status", codec.encode(HubStatus(online: true, since: Timestamp(unixMilliseconds: 0)), as: .protobuf))
+        _ = recorder.take()
+        recorder.refusedTopics.withLock { $0 = [bridge, hub, gone, back] }
+        processor.event(.connected(sessionPresent: false))
+        #expect(!recorder.take().contains { [bridge, hub, gone, back].contains($0.topic) })
+
+        recorder.refusedTopics.withLock { $0 = [] }
+        // Before the queue drains, "back" is paired again (its config goes out: its removal is moot).
+        telemetry(.paired(name: "Back", model: "B", hardwareCapabilities: .all), sequence: 1, accessory: "back")
+        #expect(try Self.json(Self.last(back, in: recorder.take()))["dev"] != nil)
+        processor.event(.queueDrained)
+        let drained = recorder.take().filter { $0.topic.hasPrefix("homeassistant/") }
+        #expect(Set(drained.map(\.topic)) == [bridge, hub, gone], "\(drained.map(\.topic))")
+        #expect(try Self.json(Self.last(bridge, in: drained))["dev"] != nil)
+        #expect(try Self.json(Self.last(hub, in: drained))["dev"] != nil)
+        #expect(try Self.last(gone, in: drained).payload.isEmpty)
+        #expect(try Self.last(gone, in: drained).retain)
+        processor.event(.queueDrained)
+        #expect(!recorder.take().contains { $0.topic.hasPrefix("homeassistant/") }, "nothing is due twice")
+    }
+
     @Test func withoutHomeAssistantTheViewsStayAndDiscoveryGoes() throws {
         var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test"))
         configuration.homeAssistantPrefix = nil

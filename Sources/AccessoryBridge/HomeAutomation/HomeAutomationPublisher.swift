@@ -23,6 +23,13 @@ struct HomeAutomationPublisher: Sendable {
     /// Accessories whose config the client's queue refused, announced again once it drains (``queueDrained(_:)``; a
     /// state change does it sooner). Their hub's config is then due again too.
     private var unannounced: Set<AccessoryID> = []
+    /// Hubs whose config the queue refused, announced again once it drains (or with one of their accessories).
+    private var unannouncedHubs: Set<HubID> = []
+    /// The queue refused the bridge's own config: it goes out again once the queue drains.
+    private var bridgeUnannounced = false
+    /// Object IDs of stale configs (of accessories and hubs gone, found retained at start-up) whose removal the queue
+    /// refused: removed once it drains, unless a config was published there meanwhile.
+    private var unremoved: Set<String> = []
     /// This bridge's discovery configs found retained at start-up, each with a hash of its bytes; emptied on the
     /// first connection.
     private var retainedConfigs: [String: Int] = [:]
@@ -46,7 +53,7 @@ struct HomeAutomationPublisher: Sendable {
             // Unpaired: its view and its device go (empty retained messages remove them).
             let viewSent = send(.accessoryView(accessory: id), [], retain: true)
             guard let discovery, let key = published.removeValue(forKey: id) else { return viewSent }
-            let configSent = outbox.publish(json: [], to: discovery.configTopic(discovery.accessoryID(id)), retain: true)
+            let configSent = remove(config: discovery.accessoryID(id))
             if !configSent { published[id] = key }
             return viewSent && configSent
         }
@@ -79,11 +86,20 @@ struct HomeAutomationPublisher: Sendable {
         send(.bridgeView, view, retain: true)
     }
 
-    /// The client's queue has room again: the configs it refused, as the accessories are now (`state` looks one up).
-    /// What the bridge announces all at once (on connecting, when Home Assistant comes back) is not otherwise sent
-    /// again until the accessory changes.
+    /// The client's queue has room again: what it refused of discovery, the removals of stale configs first, then the
+    /// bridge's config, the hubs' and the accessories' as they are now (`state` looks one up). What the bridge
+    /// announces all at once (on connecting, when Home Assistant comes back) is not otherwise sent again until the
+    /// accessory changes. (Views and removals of unpaired accessories go out again with their state.)
     mutating func queueDrained(_ state: (AccessoryID) -> AccessoryState?) {
-        guard !unannounced.isEmpty else { return }
+        guard let discovery else { return }
+        for objectID in unremoved where remove(config: objectID) {
+            unremoved.remove(objectID)
+        }
+        if bridgeUnannounced {
+            bridgeUnannounced = !publish(
+                config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
+        }
+        for hub in unannouncedHubs { announce(hub) }
         let due = unannounced
         unannounced = []
         for id in due {
@@ -122,12 +138,13 @@ struct HomeAutomationPublisher: Sendable {
         guard let discovery else { return }
         published.removeAll()
         hubsAnnounced.removeAll()
-        publish(config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
+        bridgeUnannounced = !publish(
+            config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
         for state in states where state.accessory.registration != .unpaired { announce(state) }
         for hub in hubsOnline { announce(hub) }
         // What is left was not announced: it belongs to an accessory or hub that is gone.
-        for stale in retainedConfigs.keys {
-            outbox.publish(json: [], to: discovery.configTopic(stale), retain: true)
+        for stale in retainedConfigs.keys where !remove(config: stale) {
+            unremoved.insert(stale)
         }
         retainedConfigs.removeAll()
     }
@@ -159,16 +176,27 @@ struct HomeAutomationPublisher: Sendable {
         guard publish(config: HomeAssistantDiscovery.payload(discovery.hubConfig(hub)), objectID: discovery.hubID(hub))
         else {
             hubsAnnounced.remove(hub)
+            unannouncedHubs.insert(hub)
             return false
         }
+        unannouncedHubs.remove(hub)
         return true
     }
 
     /// Publishes a config unless the same bytes are retained already; returns whether it is (or could be queued).
+    /// A removal of that config still due is then moot.
     @discardableResult
     private mutating func publish(config: [UInt8], objectID: String) -> Bool {
         guard let discovery, retainedConfigs.removeValue(forKey: objectID) != config.hashValue else { return true }
-        return outbox.publish(json: config, to: discovery.configTopic(objectID), retain: true)
+        guard outbox.publish(json: config, to: discovery.configTopic(objectID), retain: true) else { return false }
+        unremoved.remove(objectID)
+        return true
+    }
+
+    /// Removes a config (an empty retained message); returns whether that could be queued.
+    private func remove(config objectID: String) -> Bool {
+        guard let discovery else { return true }
+        return outbox.publish(json: [], to: discovery.configTopic(objectID), retain: true)
     }
 
     @discardableResult
