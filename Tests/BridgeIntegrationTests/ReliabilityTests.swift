@@ -427,4 +427,47 @@ import TestSupport
         await hub.close()
         try await bridge.stop()
     }
+
+    /// The publishing connection alone is dropped (another client took its id): a request the hub sends meanwhile is
+    /// answered once it is back, by itself, and the bridge says it is online again.
+    @Test func whenThePublishingConnectionAloneIsDroppedTheBridgeComesBackAndAnswersWhatCameMeanwhile() async throws {
+        let broker = try await MosquittoBroker(extraConfig: Self.queues)
+        let clientID = "alone-bridge-\(UUID().uuidString.prefix(8))"
+        let bridge = try RunningBridge(broker: broker) { configuration in
+            configuration.mqtt.clientID = clientID
+            configuration.publishingSession = true
+            configuration.homeAutomation = false
+        }
+        let status = "audio/bridge/status"
+        let hub = try await Peer("alone-hub", broker: broker, subscribe: ["audio/hubs/hub-1/accessories/+/result", status])
+        _ = try await hub.waitFor(1, on: status, timeout: .seconds(30))
+        #expect(try await hub.request(.paired(name: "A", model: "M", hardwareCapabilities: .all), sequence: 1).error == .none)
+        let statusesBefore = hub.messages(on: status).count
+
+        let usurper = try await broker.startSubscriber(
+            topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
+        // The publishing connection is gone now (the usurper subscribed): this request's answer must wait for it.
+        let answer = try await hub.request(.register(.all), sequence: 2)
+        usurper.kill()
+        #expect(answer.requestID == "req-2")
+        #expect(answer.error == .none)
+
+        // Online again, as its last status says (the broker may have published its will in between).
+        let deadline = ContinuousClock.now + .seconds(15)
+        func lastStatusIsOnlineAgain() throws -> Bool {
+            let statuses = hub.messages(on: status)
+            guard statuses.count > statusesBefore, let last = statuses.last else { return false }
+            return try hub.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: last.payload, format: .protobuf).online
+        }
+        while try !lastStatusIsOnlineAgain() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("no online status after the publishing connection came back")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await hub.request(.sources(primary: Data([1, 2, 3, 4, 5, 6]), secondary: nil), sequence: 3).error == .none)
+        await hub.close()
+        try await bridge.stop()
+    }
 }
