@@ -13,7 +13,8 @@
 # most one report outstanding per accessory) measures it twice, each time after its own untimed set-up:
 #   flood  DURATION seconds as fast as results come back: max throughput (results/s), the process's CPU time per
 #          report (utime + stime from /proc/PID/stat, over the measured phase), latency;
-#   paced  DURATION seconds at 50% of the relay's flood throughput of that round: p50/p99 latency.
+#   paced  DURATION seconds at 50% of the relay's flood throughput of that round: p50/p99 latency, and the CPU per
+#          report again (a process that batches under a flood may pay more per report when reports come one by one).
 # Then the process's peak RSS (VmHWM), and SIGTERM. Prints one line per round and side, then the medians per side
 # and the bridge/relay ratios. Exits 1 when a run lost, duplicated or failed results.
 #
@@ -103,14 +104,15 @@ both() { jq -rs "map($1) | add" <<<"$flood"$'\n'"$paced"; }
 results=$work/results.tsv
 # One line per round and side; the columns that median and row below read by number.
 printf '%s\t' round side throughput cpu_us broker_us flood_p50 flood_p99 rate p50 p99 lost dup fail >"$results"
-echo rss_mb >>"$results"
+printf '%s\t' rss_mb paced_cpu_us >>"$results"
+echo paced_broker_us >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at 50% of the relay's flood;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
-    "p50_ms and p99_ms are at the paced rate; rss_MB is the peak (VmHWM)"
-printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s\n' round side 'results/s' 'cpu_us' 'broker_us' \
-    'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB'
+    "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM)"
+printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s\n' round side 'results/s' 'cpu_us' \
+    'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' 'paced_cpu' 'paced_brk'
 half=
 reports=()
 for round in $(seq "$rounds"); do
@@ -140,9 +142,9 @@ for round in $(seq "$rounds"); do
             "$(json "$flood" '.broker_cpu_us')" "$(json "$flood" '.p50_ms')" "$(json "$flood" '.p99_ms')"
             "$half" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
             "$(both .lost)" "$(both .duplicated)" "$(both '.failed + .unexpected')"
-            "$rss")
+            "$rss" "$(json "$paced" '.server_cpu_us')" "$(json "$paced" '.broker_cpu_us')")
         (IFS=$'\t'; echo "${row[*]}") >>"$results"
-        printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s\n' "${row[@]}"
+        printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s %10.2f %9.2f\n' "${row[@]}"
     done
 done
 
@@ -154,11 +156,11 @@ median() {
 
 echo
 echo "bench-e2e: per round, bridge/relay"
-awk -F'\t' 'NR > 1 { r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; n = $1 }
+awk -F'\t' 'NR > 1 { r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; n = $1 }
     END { for (i = 1; i <= n; i++)
-        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at 50%% %.2f\n", i,
+        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at 50%% %.2f  cpu/report at 50%% %.2f\n", i,
             r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
-            r[i, "bridge", "p"] / r[i, "relay", "p"] }' "$results"
+            r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "q"] / r[i, "relay", "q"] }' "$results"
 
 echo
 echo "bench-e2e: medians over $rounds rounds (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -177,6 +179,8 @@ row 'flood p50 latency (ms)' 6 .3f
 row 'flood p99 latency (ms)' 7 .3f
 row 'p50 at 50% load (ms)' 9 .3f
 row 'p99 at 50% load (ms)' 10 .3f
+row 'CPU per report at 50% (us)' 15 .2f
+row 'broker CPU at 50% (us)' 16 .2f
 row 'peak RSS (MB)' 14 .1f
 
 if [ "$perf" = 1 ]; then
