@@ -91,14 +91,9 @@ struct HomeAutomationPublisher: Sendable {
     /// announces all at once (on connecting, when Home Assistant comes back) is not otherwise sent again until the
     /// accessory changes. (Views and removals of unpaired accessories go out again with their state.)
     mutating func queueDrained(_ state: (AccessoryID) -> AccessoryState?) {
-        guard let discovery else { return }
-        for objectID in unremoved where remove(config: objectID) {
-            unremoved.remove(objectID)
-        }
-        if bridgeUnannounced {
-            bridgeUnannounced = !publish(
-                config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
-        }
+        guard discovery != nil else { return }
+        for objectID in unremoved { removeStale(objectID) }
+        if bridgeUnannounced { announceBridge() }
         for hub in unannouncedHubs { announce(hub) }
         let due = unannounced
         unannounced = []
@@ -138,14 +133,11 @@ struct HomeAutomationPublisher: Sendable {
         guard let discovery else { return }
         published.removeAll()
         hubsAnnounced.removeAll()
-        bridgeUnannounced = !publish(
-            config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
+        announceBridge()
         for state in states where state.accessory.registration != .unpaired { announce(state) }
         for hub in hubsOnline { announce(hub) }
         // What is left was not announced: it belongs to an accessory or hub that is gone.
-        for stale in retainedConfigs.keys where !remove(config: stale) {
-            unremoved.insert(stale)
-        }
+        for stale in retainedConfigs.keys { removeStale(stale) }
         retainedConfigs.removeAll()
     }
 
@@ -181,6 +173,22 @@ struct HomeAutomationPublisher: Sendable {
         }
         unannouncedHubs.remove(hub)
         return true
+    }
+
+    /// The bridge's own config; due again once the queue drains if it refused it.
+    private mutating func announceBridge() {
+        guard let discovery else { return }
+        bridgeUnannounced = !publish(
+            config: HomeAssistantDiscovery.payload(discovery.bridgeConfig()), objectID: discovery.bridgeID)
+    }
+
+    /// Removes the config of an accessory or hub that is gone; due again once the queue drains if it refused it.
+    private mutating func removeStale(_ objectID: String) {
+        if remove(config: objectID) {
+            unremoved.remove(objectID)
+        } else {
+            unremoved.insert(objectID)
+        }
     }
 
     /// Publishes a config unless the same bytes are retained already; returns whether it is (or could be queued).
