@@ -9,7 +9,7 @@
 //        pipeline-benchmark --memory [accessories=100000] [--no-home-automation]: the memory each accessory costs
 //        once set up (the process's RSS before and after, each placed on a head); each lists an idle source of its
 //        own, as with Benchmarks/LoadGen --own-sources in `make bench-memory`. One measurement per process: memory
-//        freed by one would be reused by the next.
+//        freed by one would be reused by the next. Then how long the statistics walk takes with that many.
 //
 // Each accessory is registered with both capabilities and has its own playing source (MEDIA), so placement reports
 // route, pause and resume: every stage of the path does real work.
@@ -133,9 +133,10 @@ if memoryMode {
         count, homeAutomation: homeAutomation, idleSources: true, publisher: CountingPublisher())
     for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
     let bytes = residentBytes() - before
-    withExtendedLifetime(processor) {
-        print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
-    }
+    print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
+    // Then the walk the network thread makes every statistics interval, while messages wait.
+    let walks = (1...3).map { _ in ContinuousClock().measure { processor.housekeeping() } }
+    print("housekeeping (the statistics walk):", walks.map { String(format: "%.1f ms", $0 / .milliseconds(1)) }.joined(separator: ", "))
     exit(0)
 }
 

@@ -60,12 +60,14 @@ public struct BridgeStateMachine: Sendable {
 
     public func statistics() -> Statistics {
         var statistics = Statistics()
+        var registrations = CaseCounts<Registration>()
         for view in store.routingViews {
             statistics.accessories += 1
-            statistics.byRegistration[view.registration, default: 0] += 1
+            registrations.add(view.registration)
             if view.isWorn { statistics.worn += 1 }
         }
-        statistics.routed = routing.routes.count
+        statistics.byRegistration = registrations.dictionary
+        statistics.routed = routing.routeCount
         statistics.sourcesByActivity = routing.sourcesByActivity
         return statistics
     }

@@ -122,6 +122,7 @@ import TestSupport
         // Rule 3: a source routes to at most one accessory; an accessory from at most one source.
         let routes = h.engine.routes
         #expect(Set(routes.values).count == routes.count, context)
+        #expect(h.engine.routeCount == routes.count, "the count the statistics walk reads; \(context)")
         for id in accessoryIDs {
             #expect(h.engine.routedSource(for: id) == routes.first { $0.value == id }?.key, context)
         }

@@ -128,9 +128,14 @@ public struct RoutingEngine: Sendable {
 
     /// How many sources the engine keeps (those some accessory lists), by their last reported activity.
     public var sourcesByActivity: [Activity: Int] {
-        var counts: [Activity: Int] = [:]
-        for source in sources { counts[source.activity, default: 0] += 1 }
-        return counts
+        var counts = CaseCounts<Activity>()
+        for source in sources { counts.add(source.activity) }
+        return counts.dictionary
+    }
+
+    /// How many sources are routed to an accessory: ``routes``'s count, without building it.
+    public var routeCount: Int {
+        sources.reduce(0) { $1.routedAccessory == nil ? $0 : $0 + 1 }
     }
 
     /// How many accessories and sources the engine keeps: what the bounds on its state are about.
