@@ -148,10 +148,14 @@ for round in $(seq "$rounds"); do
     done
 done
 
+# middle: the median of the numbers on standard input, one per line.
+middle() {
+    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # median SIDE COLUMN: the median of that column over the rounds.
 median() {
-    awk -F'\t' -v side="$1" -v column="$2" 'NR > 1 && $2 == side { print $column }' "$results" | sort -g |
-        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    awk -F'\t' -v side="$1" -v column="$2" 'NR > 1 && $2 == side { print $column }' "$results" | middle
 }
 
 echo
@@ -167,7 +171,7 @@ awk -F'\t' 'NR > 1 { r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = 
 ratio_median() { # COLUMN
     awk -F'\t' -v column="$1" 'NR > 1 { v[$1, $2] = $column; n = $1 }
         END { for (i = 1; i <= n; i++) if (v[i, "relay"] > 0) print v[i, "bridge"] / v[i, "relay"] }' "$results" |
-        sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+        middle | xargs printf '%.3f'
 }
 printf 'median of the rounds: throughput %s  cpu/report %s  p99 at 50%% %s  cpu/report at 50%% %s\n' \
     "$(ratio_median 3)" "$(ratio_median 4)" "$(ratio_median 10)" "$(ratio_median 15)"

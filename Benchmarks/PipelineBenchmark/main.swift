@@ -136,7 +136,8 @@ if memoryMode {
     print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
     // Then the walk the network thread makes every statistics interval, while messages wait.
     let walks = (1...3).map { _ in ContinuousClock().measure { processor.housekeeping() } }
-    print("housekeeping (the statistics walk):", walks.map { String(format: "%.1f ms", $0 / .milliseconds(1)) }.joined(separator: ", "))
+    let milliseconds = walks.map { String(format: "%.1f ms", $0 / .milliseconds(1)) }
+    print("housekeeping (the statistics walk):", milliseconds.joined(separator: ", "))
     exit(0)
 }
 
