@@ -9,7 +9,8 @@
 //        pipeline-benchmark --memory [accessories=100000] [--no-home-automation]: the memory each accessory costs
 //        once set up (the process's RSS before and after, each placed on a head); each lists an idle source of its
 //        own, as with Benchmarks/LoadGen --own-sources in `make bench-memory`. One measurement per process: memory
-//        freed by one would be reused by the next. Then how long the statistics walk takes with that many.
+//        freed by one would be reused by the next. Then how long the network thread's housekeeping (statistics,
+//        every 10 s) takes with that many.
 //
 // Each accessory is registered with both capabilities and has its own playing source (MEDIA), so placement reports
 // route, pause and resume: every stage of the path does real work.
@@ -134,10 +135,10 @@ if memoryMode {
     for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
     let bytes = residentBytes() - before
     print("\(count) accessories, home automation \(homeAutomation ? "on" : "off"): \(bytes / count) B each")
-    // Then the walk the network thread makes every statistics interval, while messages wait.
+    // Then the housekeeping the network thread does every statistics interval, while messages wait.
     let walks = (1...3).map { _ in ContinuousClock().measure { processor.housekeeping() } }
     let milliseconds = walks.map { String(format: "%.1f ms", $0 / .milliseconds(1)) }
-    print("housekeeping (the statistics walk):", milliseconds.joined(separator: ", "))
+    print("housekeeping (statistics):", milliseconds.joined(separator: ", "))
     exit(0)
 }
 

@@ -130,7 +130,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
     }
 
-    /// Refreshes the gauges and the bridge's view: one walk over the accessories, every statistics interval.
+    /// Refreshes the gauges and the bridge's view from the counts the core keeps, every statistics interval.
     /// Once quiet after a busy spell, it also gives free heap memory back to the system (``HeapTrimmer``).
     public func housekeeping() {
         let statistics = core.statistics()

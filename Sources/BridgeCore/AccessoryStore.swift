@@ -20,6 +20,11 @@ struct AccessoryStore: Sendable {
     private var configurations = SparseTable<Int32, Configuration>()
     private var pinnedSources = SparseTable<Int32, BluetoothAddress>()
     private var wideCapabilities = SparseTable<Int32, StoredAccessory.WideCapabilities>()
+    /// How many accessories are in each registration, and how many routing counts as worn: kept as accessories are
+    /// saved, so that the statistics read them without a walk over every accessory (a million at a fleet's scale, on
+    /// the network thread: 37-53 ms every 10 s).
+    private(set) var registrations = CaseCounts<Registration>()
+    private(set) var wornCount = 0
 
     var count: Int { accessories.count }
 
@@ -32,12 +37,6 @@ struct AccessoryStore: Sendable {
         accessories.indices.lazy.map(accessory(at:))
     }
 
-    /// Every accessory's routing view, in no particular order: for counting, without making each ``Accessory``.
-    var routingViews: some Sequence<RoutingAccessory> {
-        accessories.indices.lazy.map { slot in
-            accessories[slot].routingView ?? RoutingAccessory(accessory(at: slot))
-        }
-    }
 
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
@@ -53,9 +52,12 @@ struct AccessoryStore: Sendable {
         var previousExtras: StoredAccessory.Extras = []
         if let known = index.slot(of: accessory.id, in: accessories) {
             slot = known
-            previousExtras = accessories[slot].extras
-            let previousHub = accessories[slot].hub
+            let previous = accessories[slot]
+            previousExtras = previous.extras
+            registrations.remove(previous.registration)
+            if previous.isWorn { wornCount -= 1 }
             accessories[slot] = stored
+            let previousHub = previous.hub
             if previousHub != hub {
                 byHub[Int(previousHub)].removeAll { $0 == slot }
                 byHub[Int(hub)].append(Int32(slot))
@@ -67,6 +69,8 @@ struct AccessoryStore: Sendable {
             index.insert(slot, of: accessories)
             byHub[Int(hub)].append(Int32(slot))
         }
+        registrations.add(stored.registration)
+        if stored.isWorn { wornCount += 1 }
         // Only the tables that held or now hold something for it are touched.
         let key = Int32(slot)
         let touched = previousExtras.union(stored.extras)

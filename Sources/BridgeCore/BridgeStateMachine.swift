@@ -49,7 +49,7 @@ public struct BridgeStateMachine: Sendable {
     /// How many accessories the bridge keeps.
     public var accessoryCount: Int { store.count }
 
-    /// Counts for home automation and metrics; walks every accessory (call it now and then, not per message).
+    /// Counts for home automation and metrics, kept as the state changes (no walk over the accessories or sources).
     public struct Statistics: Hashable, Sendable {
         public var accessories = 0
         public var byRegistration: [Registration: Int] = [:]
@@ -59,17 +59,9 @@ public struct BridgeStateMachine: Sendable {
     }
 
     public func statistics() -> Statistics {
-        var statistics = Statistics()
-        var registrations = CaseCounts<Registration>()
-        for view in store.routingViews {
-            statistics.accessories += 1
-            registrations.add(view.registration)
-            if view.isWorn { statistics.worn += 1 }
-        }
-        statistics.byRegistration = registrations.dictionary
-        statistics.routed = routing.routeCount
-        statistics.sourcesByActivity = routing.sourcesByActivity
-        return statistics
+        Statistics(
+            accessories: store.count, byRegistration: store.registrations.dictionary, worn: store.wornCount,
+            routed: routing.routeCount, sourcesByActivity: routing.sourcesByActivity)
     }
 
     /// Every accessory's state (to announce them all again), made as it is read.

@@ -57,6 +57,8 @@ struct StoredAccessory: SlotIndexed, Sendable {
     var registration: Registration
     var isStale: Bool
     var automaticSwitching: Bool
+    /// Whether routing counts it as worn (``RoutingAccessory/isWorn``), for the store's count of worn accessories.
+    var isWorn: Bool
     var extras: Extras
 
     static let none = Int64.min
@@ -81,6 +83,7 @@ struct StoredAccessory: SlotIndexed, Sendable {
         registration = accessory.registration
         isStale = accessory.isStale
         automaticSwitching = accessory.automaticSwitching
+        isWorn = RoutingAccessory(accessory).isWorn
         extras = []
         if accessory.lastError != nil { extras.insert(.lastError) }
         if !accessory.diagnostics.isEmpty { extras.insert(.diagnostics) }
@@ -117,18 +120,6 @@ struct StoredAccessory: SlotIndexed, Sendable {
             registeredAt: registeredAt == Self.none ? nil : Timestamp(unixMilliseconds: registeredAt),
             isStale: isStale, diagnostics: beside.diagnostics, automaticSwitching: automaticSwitching,
             pinnedSource: beside.pinnedSource)
-    }
-
-    /// Its routing view, without making the ``Accessory`` (nil when what routing reads is kept beside it: a
-    /// configuration, a pinned source, wide capabilities).
-    var routingView: RoutingAccessory? {
-        guard extras.isDisjoint(with: [.configuration, .pinnedSource, .capabilities]) else { return nil }
-        return RoutingAccessory(
-            id: id, registration: registration, capabilities: Capabilities(rawValue: UInt32(capabilities)),
-            placement: placement,
-            sources: SourcePair(
-                primary: BluetoothAddress(rawValue: primary), secondary: BluetoothAddress(rawValue: secondary)),
-            isStale: isStale, automaticSwitching: automaticSwitching)
     }
 
     /// A source identifier as an address in 64 bits: ``noAddress`` for none, `nil` when it is not 6 bytes (the

@@ -1,6 +1,7 @@
-import AccessoryModel
 import Testing
 import TestSupport
+
+@testable import AccessoryModel
 
 /// Random sequences of events (seeded, so a failure replays) with the routing invariants checked after every event.
 @Suite struct RoutingInvariantTests {
@@ -122,7 +123,9 @@ import TestSupport
         // Rule 3: a source routes to at most one accessory; an accessory from at most one source.
         let routes = h.engine.routes
         #expect(Set(routes.values).count == routes.count, context)
-        #expect(h.engine.routeCount == routes.count, "the count the statistics walk reads; \(context)")
+        #expect(h.engine.routeCount == routes.count, "the kept count the statistics read; \(context)")
+        #expect(
+            h.engine.sourcesByActivity == h.engine.walkedSourcesByActivity, "the kept counts by activity; \(context)")
         for id in accessoryIDs {
             #expect(h.engine.routedSource(for: id) == routes.first { $0.value == id }?.key, context)
         }

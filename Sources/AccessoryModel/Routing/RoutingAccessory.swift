@@ -39,7 +39,7 @@ public struct RoutingAccessory: Hashable, Sendable {
     }
 
     /// The routing view of an accessory's state.
-    public init(_ accessory: Accessory) {
+    public init(_ accessory: borrowing Accessory) {
         self.init(
             id: accessory.id,
             registration: accessory.registration,

@@ -77,6 +77,12 @@ public struct RoutingEngine: Sendable {
     private var accessories: [AccessoryEntry] = []
     private var sourceIndex = SlotIndex()
     private var sources: [SourceEntry] = []
+    /// The kept sources by activity, and how many are routed: kept as ``setActivity(_:of:)`` and
+    /// ``setRoute(of:to:)`` change them, so that the statistics read them without a walk over every source (a
+    /// million at a fleet's scale, on the network thread).
+    private var activityCounts = CaseCounts<Activity>()
+    /// How many sources are routed to an accessory: ``routes``'s count, without building it.
+    public private(set) var routeCount = 0
     /// Rule 5 pauses in the order they expire (lazily pruned).
     private var expiries = ExpiryQueue()
     /// The highest command sequence issued, where a new source's count starts.
@@ -127,15 +133,13 @@ public struct RoutingEngine: Sendable {
     }
 
     /// How many sources the engine keeps (those some accessory lists), by their last reported activity.
-    public var sourcesByActivity: [Activity: Int] {
+    public var sourcesByActivity: [Activity: Int] { activityCounts.dictionary }
+
+    /// ``sourcesByActivity`` counted by walking every source: the tests' oracle for the kept counts.
+    var walkedSourcesByActivity: [Activity: Int] {
         var counts = CaseCounts<Activity>()
         for source in sources { counts.add(source.activity) }
         return counts.dictionary
-    }
-
-    /// How many sources are routed to an accessory: ``routes``'s count, without building it.
-    public var routeCount: Int {
-        sources.reduce(0) { $1.routedAccessory == nil ? $0 : $0 + 1 }
     }
 
     /// How many accessories and sources the engine keeps: what the bounds on its state are about.
@@ -246,7 +250,7 @@ public struct RoutingEngine: Sendable {
         }
         let before = sources[source].activity
         if let activity = report.activity {
-            sources[source].activity = activity
+            setActivity(activity, of: source)
         }
         // A route the device reported before it applied the latest command would undo that command (rule 9).
         let stale = report.lastCommandSequence != 0 && report.lastCommandSequence < sources[source].lastIssued
@@ -347,7 +351,7 @@ public struct RoutingEngine: Sendable {
         guard let address = routedSource, view.isWorn, view.sources.contains(address) else { return }
         let source = sourceSlot(address)
         guard sources[source].routedAccessory == nil || sources[source].routedAccessory == slot else { return }
-        sources[source].routedAccessory = slot
+        setRoute(of: source, to: slot)
         // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
         if !sources[source].reportedRoute {
             setInForce(source, view.id)
@@ -362,7 +366,7 @@ public struct RoutingEngine: Sendable {
         let source = sourceSlot(address)
         sources[source].lastReportSequence = max(sources[source].lastReportSequence, report.sequence)
         if let activity = report.activity {
-            sources[source].activity = activity
+            setActivity(activity, of: source)
             if activity.isActive { sources[source].activeSince = now }
         }
         if let routed = report.routedAccessory {
@@ -452,7 +456,7 @@ public struct RoutingEngine: Sendable {
             accessories[previous].routedSource = nil
             output.noteRerouted(accessories[previous].view.id)
         }
-        sources[source].routedAccessory = accessory
+        setRoute(of: source, to: accessory)
         accessories[accessory].routedSource = source
         output.noteRerouted(entry.view.id)
     }
@@ -505,7 +509,7 @@ public struct RoutingEngine: Sendable {
             // Another source claimed the accessory: nothing is resumed when the call ends (rule 11).
             interruptions[id] = nil
         }
-        sources[source].routedAccessory = accessory
+        setRoute(of: source, to: accessory)
         accessories[accessory].routedSource = source
         output.noteRerouted(id)
         if inForce(source) != id {
@@ -523,7 +527,7 @@ public struct RoutingEngine: Sendable {
     ) -> Bool {
         let id = accessories[accessory].view.id
         accessories[accessory].routedSource = nil
-        sources[source].routedAccessory = nil
+        setRoute(of: source, to: nil)
         output.noteRerouted(id)
         guard inForce(source) == id else { return false }
         setInForce(source, nil)
@@ -615,6 +619,21 @@ public struct RoutingEngine: Sendable {
                 accessoryID: accessory, action: action, reason: reason, issuedAt: now))
     }
 
+    /// Sets what `source` last reported doing, keeping ``sourcesByActivity``.
+    private mutating func setActivity(_ activity: Activity, of source: Int) {
+        activityCounts.remove(sources[source].activity)
+        activityCounts.add(activity)
+        sources[source].activity = activity
+    }
+
+    /// Routes `source` to the accessory in slot `accessory` (`nil`: to none), keeping ``routeCount``. Only the
+    /// source's side: the accessory's ``AccessoryEntry/routedSource`` is the caller's.
+    private mutating func setRoute(of source: Int, to accessory: Int?) {
+        if sources[source].routedAccessory != nil { routeCount -= 1 }
+        if accessory != nil { routeCount += 1 }
+        sources[source].routedAccessory = accessory
+    }
+
     /// The slot of accessory `id`, when the engine keeps it.
     private func kept(_ id: AccessoryID) -> Int? {
         accessoryIndex.slot(of: id, in: accessories)
@@ -629,7 +648,9 @@ public struct RoutingEngine: Sendable {
     private mutating func sourceSlot(_ address: BluetoothAddress) -> Int {
         if let slot = kept(address) { return slot }
         let slot = sources.count
-        sources.append(SourceEntry(address: address, commandSequence: highestCommandSequence))
+        let entry = SourceEntry(address: address, commandSequence: highestCommandSequence)
+        sources.append(entry)
+        activityCounts.add(entry.activity)
         sourceIndex.insert(slot, of: sources)
         return slot
     }
@@ -685,7 +706,7 @@ public struct RoutingEngine: Sendable {
     private mutating func letGo(of id: AccessoryID, into output: inout RoutingOutput) {
         guard let slot = kept(id) else { return }
         if let source = accessories[slot].routedSource {
-            sources[source].routedAccessory = nil
+            setRoute(of: source, to: nil)
             accessories[slot].routedSource = nil
             output.noteRerouted(id)
         }
@@ -714,7 +735,7 @@ public struct RoutingEngine: Sendable {
                 }
             }
             if let source = moved.routedSource {
-                sources[source].routedAccessory = slot
+                setRoute(of: source, to: slot)
             }
         }
         accessories.removeLast()
@@ -731,6 +752,7 @@ public struct RoutingEngine: Sendable {
             pausedByTakeOff[address] == nil, owed[address] == nil
         else { return }
         sourceIndex.remove(slot, of: sources)
+        activityCounts.remove(entry.activity)
         let last = sources.count - 1
         if slot != last {
             let moved = sources[last]
