@@ -68,7 +68,7 @@ struct StoredAccessory: SlotIndexed, Sendable {
     var indexKey: AccessoryID { id }
 
     /// `accessory`, its hub numbered `hub`; the extras it needs are marked, and the store keeps them.
-    init(_ accessory: Accessory, hub: Int32) {
+    init(_ accessory: borrowing Accessory, hub: Int32) {
         id = accessory.id
         name = accessory.name
         model = accessory.model
