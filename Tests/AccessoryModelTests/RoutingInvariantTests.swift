@@ -57,6 +57,66 @@ import TestSupport
         }
     }
 
+    /// The counts the statistics read (sources by activity, routes) are kept, and the routes consistent, through a
+    /// restart: retained accessory and source states taken back in any order, the sources no accessory needs
+    /// forgotten, then live events.
+    @Test(arguments: 0..<12)
+    func countsKeptThroughARestore(seed: Int) {
+        var random = SeededGenerator(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
+        var h = RoutingHarness(resumeWindow: .seconds(15))
+        // More addresses than accessories list: a restored source no accessory lists is forgotten at the end.
+        let addresses = Self.sourceAddresses + [BluetoothAddress(rawValue: 0xB0_0000_0000)!]
+        func check(_ moment: String) {
+            #expect(h.engine.sourcesByActivity == h.engine.walkedSourcesByActivity, "seed \(seed), \(moment)")
+            let routes = h.engine.routes
+            #expect(h.engine.routeCount == routes.count, "seed \(seed), \(moment)")
+            #expect(Set(routes.values).count == routes.count, "one source per accessory; seed \(seed), \(moment)")
+            for (source, id) in routes {
+                #expect(h.engine.routedSource(for: id) == source, "seed \(seed), \(moment)")
+            }
+        }
+        // Retained states in any order, now and then the same accessory's or source's more than once with different
+        // content (delivered again after another bridge wrote it): the last one wins.
+        for step in 0..<60 {
+            if Bool.random(using: &random) {
+                let count = Int.random(in: 0...2, using: &random)
+                let sources = SourcePair(addresses.shuffled(using: &random).prefix(count))
+                let view = RoutingAccessory(
+                    id: Self.accessoryIDs.randomElement(using: &random)!,
+                    registration: Registration.allCases.randomElement(using: &random)!,
+                    capabilities: [.all, .audioSwitching, .placement].randomElement(using: &random)!,
+                    placement: Placement.allCases.randomElement(using: &random), sources: sources,
+                    isStale: Int.random(in: 0..<5, using: &random) == 0)
+                h.engine.restore(view, routedSource: sources.randomElement(using: &random), at: h.now)
+                h.views[view.id] = view
+            } else {
+                let routed = Bool.random(using: &random) ? Self.accessoryIDs.randomElement(using: &random) : nil
+                let report = SourceReport(
+                    sequence: UInt64(step), activity: Activity.allCases.randomElement(using: &random),
+                    routedAccessory: routed)
+                h.engine.restoreSource(report, from: addresses.randomElement(using: &random)!, at: h.now)
+            }
+            check("restore step \(step)")
+        }
+        h.engine.restoringFinished()
+        check("restoring finished")
+        for id in Self.accessoryIDs where h.views[id] == nil { h.register(id, placement: .offHead) }
+        var inForce: [BluetoothAddress: AccessoryID] = [:]
+        var reportSequence: [BluetoothAddress: UInt64] = [:]
+        for step in 0..<300 {
+            switch Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random) {
+            case .accessory(_, let after, _): h.change(after)
+            case .source(let source, let report):
+                if let routed = report.routedAccessory { inForce[source] = routed }
+                h.source(source, report.activity, sequence: report.sequence, routedTo: report.routedAccessory)
+            case .tick:
+                h.advance(.milliseconds(Int64.random(in: 0...20_000, using: &random)))
+                h.tick()
+            }
+            check("live step \(step)")
+        }
+    }
+
     static func randomEvent(
         h: RoutingHarness, inForce: [BluetoothAddress: AccessoryID], reportSequence: inout [BluetoothAddress: UInt64],
         using random: inout SeededGenerator

@@ -335,9 +335,16 @@ public struct RoutingEngine: Sendable {
     /// Takes an accessory back as it was published before a restart — with the route it had — without running any
     /// rule: nothing is sent. The route is kept only when it is still possible (worn, listed, source free).
     public mutating func restore(_ view: RoutingAccessory, routedSource: BluetoothAddress?, at now: Timestamp) {
+        if let known = kept(view.id), let previous = accessories[known].routedSource {
+            // A second retained state of the same accessory (delivered again, or written meanwhile by another bridge)
+            // replaces the first: the route comes from it alone. Left in place, a route the new state no longer names
+            // would outlive the accessory's slot.
+            setRoute(of: previous, to: nil)
+            accessories[known].routedSource = nil
+        }
         let slot: Int
         if !view.takesPart {
-            // Rule 1: none of routing's business (a second retained state of the same accessory changes nothing).
+            // Rule 1: none of routing's business (a route an earlier retained state of it gave went above).
             return
         } else if let known = kept(view.id) {
             slot = known
