@@ -130,7 +130,7 @@ struct HomeAutomationPublisher: Sendable {
     }
 
     private mutating func announceAll(_ states: some Sequence<AccessoryState>, hubsOnline: Set<HubID>) {
-        guard let discovery else { return }
+        guard discovery != nil else { return }
         published.removeAll()
         hubsAnnounced.removeAll()
         announceBridge()

@@ -2,7 +2,7 @@
 /// accessories by registration and of its sources by activity, changed with every saved accessory and every source
 /// report, where a dictionary would hash on each.
 public struct CaseCounts<Case: CaseIterable & Hashable> {
-    // Inlinable, so that each user's walk is specialized for its enum rather than comparing through witness tables.
+    // Inlinable, so that each user's counting is specialized for its enum rather than comparing through witness tables.
     @usableFromInline let cases = Array(Case.allCases)
     @usableFromInline var counts: [Int]
 

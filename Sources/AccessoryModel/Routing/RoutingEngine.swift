@@ -344,7 +344,7 @@ public struct RoutingEngine: Sendable {
         }
         let slot: Int
         if !view.takesPart {
-            // Rule 1: none of routing's business (a route an earlier retained state of it gave went above).
+            // Rule 1: none of routing's business (any route an earlier retained state of it gave was dropped above).
             return
         } else if let known = kept(view.id) {
             slot = known
