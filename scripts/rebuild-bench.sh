@@ -31,7 +31,7 @@ for round in 1 2 3; do
         2>"$work/restart-$round.log" &
     bridge=$!
     for _ in $(seq 6000); do
-        grep -q 'rebuilt from the retained states' "$work/restart-$round.log" && break
+        grep -q 'rebuilt from the retained states' "$work/restart-$round.log" 2>/dev/null && break
         sleep 0.1
     done
     grep -o 'accessories=[0-9]* .*rebuild_ms=[0-9]*' "$work/restart-$round.log" \

@@ -11,6 +11,9 @@
 //        own, as with Benchmarks/LoadGen --own-sources in `make bench-memory`. One measurement per process: memory
 //        freed by one would be reused by the next. Then how long the network thread's housekeeping (statistics,
 //        every 10 s) takes with that many.
+//        pipeline-benchmark --restore [accessories=100000] [--no-home-automation]: a restart's rebuild without a
+//        broker: the retained messages such a set-up leaves that a restarted bridge reads, decoded, then taken back
+//        by a fresh processor (three times), each step timed.
 //
 // Each accessory is registered with both capabilities and has its own playing source (MEDIA), so placement reports
 // route, pause and resume: every stage of the path does real work.
@@ -25,6 +28,7 @@ import Metrics
 import Synchronization
 
 let memoryMode = CommandLine.arguments.dropFirst().first == "--memory"
+let restoreMode = CommandLine.arguments.dropFirst().first == "--restore"
 let homeAutomation = !CommandLine.arguments.contains("--no-home-automation")
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let messageCount = arguments.count > 0 ? arguments[0] : 1_000_000
@@ -33,7 +37,7 @@ let rounds = arguments.count > 2 ? arguments[2] : 5
 
 let root = TopicRoot.default
 let codec = WireCodec()
-let idCount = memoryMode ? arguments.max() ?? 100_000 : accessoryCount
+let idCount = memoryMode || restoreMode ? arguments.max() ?? 100_000 : accessoryCount
 let accessories = (0..<idCount).map { AccessoryID("acc-\($0)")! }
 let sources = (0..<idCount).map { BluetoothAddress(rawValue: 0x0200_0000_0000 + UInt64($0))! }
 
@@ -41,9 +45,17 @@ let sources = (0..<idCount).map { BluetoothAddress(rawValue: 0x0200_0000_0000 + 
 final class CountingPublisher: MessagePublisher {
     let messages = Atomic(0)
     let bytes = Atomic(0)
+    /// With `keepingRetained`, the last retained message on each topic: what a broker would hand a restarted bridge.
+    let retained: Mutex<[String: MQTTMessage]>?
+
+    init(keepingRetained: Bool = false) {
+        retained = keepingRetained ? Mutex([:]) : nil
+    }
+
     func send(_ message: MQTTMessage) throws(MQTTError) {
         messages.add(1, ordering: .relaxed)
         bytes.add(message.payload.count, ordering: .relaxed)
+        if message.retain { retained?.withLock { $0[message.topic] = message } }
     }
 }
 
@@ -139,6 +151,42 @@ if memoryMode {
     let walks = (1...3).map { _ in ContinuousClock().measure { processor.housekeeping() } }
     let milliseconds = walks.map { String(format: "%.1f ms", $0 / .milliseconds(1)) }
     print("housekeeping (statistics):", milliseconds.joined(separator: ", "))
+    exit(0)
+}
+
+if restoreMode {
+    // A restart's rebuild, the bridge's own part: the retained states a set-up left, decoded and taken back by a fresh
+    // processor on one thread (the bridge decodes on its reader's thread while the processor restores, and the broker
+    // sends them meanwhile: `make bench-rebuild` and `make bench-memory` measure all of it).
+    let count = arguments.first ?? 100_000
+    let publisher = CountingPublisher(keepingRetained: true)
+    let processor = setUp(count, homeAutomation: homeAutomation, idleSources: true, publisher: publisher)
+    for index in 0..<count { processor.handle(telemetry(.placement(.onHead), index, sequence: 4)) }
+    // What the bridge's start-up reader subscribes to: accessories' and sources' states, and Home Assistant's
+    // discovery configs (outside the root), not the views.
+    let retained = publisher.retained!.withLock { Array($0.values) }.filter { message in
+        switch try? Topic(parsing: message.topic, under: root) {
+        case .accessoryState?, .sourceState?: true
+        default: !message.topic.hasPrefix(root.rawValue + "/")
+        }
+    }
+    for round in 1...3 {
+        let restarted = setUp(0, homeAutomation: homeAutomation, publisher: CountingPublisher())
+        var decoded: [MessageProcessor.RetainedMessage] = []
+        decoded.reserveCapacity(retained.count)
+        let clock = ContinuousClock()
+        let decoding = clock.measure { for message in retained { decoded.append(restarted.decodeRetained(message)) } }
+        let restoring = clock.measure {
+            for message in decoded { restarted.restore(message) }
+            restarted.restoringFinished()
+        }
+        let perMessage = { (duration: Duration) in
+            String(format: "%.2f µs", duration / .microseconds(1) / Double(retained.count))
+        }
+        print(
+            "restore \(round): \(retained.count) retained messages for \(count) accessories: decoding \(decoding)"
+                + " (\(perMessage(decoding)) each), restoring \(restoring) (\(perMessage(restoring)) each)")
+    }
     exit(0)
 }
 
