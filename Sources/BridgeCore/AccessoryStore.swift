@@ -37,7 +37,6 @@ struct AccessoryStore: Sendable {
         accessories.indices.lazy.map(accessory(at:))
     }
 
-
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
         guard let number = hubNumbers[hub] else { return [] }
@@ -57,9 +56,8 @@ struct AccessoryStore: Sendable {
             registrations.remove(previous.registration)
             if previous.isWorn { wornCount -= 1 }
             accessories[slot] = stored
-            let previousHub = previous.hub
-            if previousHub != hub {
-                byHub[Int(previousHub)].removeAll { $0 == slot }
+            if previous.hub != hub {
+                byHub[Int(previous.hub)].removeAll { $0 == slot }
                 byHub[Int(hub)].append(Int32(slot))
             }
         } else {

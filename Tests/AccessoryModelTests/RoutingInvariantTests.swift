@@ -42,15 +42,7 @@ import TestSupport
 
         for step in 0..<1500 {
             let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
-            switch event {
-            case .accessory(_, let after, _): h.change(after)
-            case .source(let source, let report):
-                if let routed = report.routedAccessory { inForce[source] = routed }
-                h.source(source, report.activity, sequence: report.sequence, routedTo: report.routedAccessory)
-            case .tick:
-                h.advance(.milliseconds(Int64.random(in: 0...20_000, using: &random)))
-                h.tick()
-            }
+            Self.apply(event, to: &h, inForce: &inForce, using: &random)
             let context = Comment(rawValue: "seed \(seed) step \(step): \(event)\ncommands: \(h.last.commands)")
             Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence, displaced: &displaced,
                 commandIDs: &commandIDs, context)
@@ -104,16 +96,25 @@ import TestSupport
         var inForce: [BluetoothAddress: AccessoryID] = [:]
         var reportSequence: [BluetoothAddress: UInt64] = [:]
         for step in 0..<300 {
-            switch Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random) {
-            case .accessory(_, let after, _): h.change(after)
-            case .source(let source, let report):
-                if let routed = report.routedAccessory { inForce[source] = routed }
-                h.source(source, report.activity, sequence: report.sequence, routedTo: report.routedAccessory)
-            case .tick:
-                h.advance(.milliseconds(Int64.random(in: 0...20_000, using: &random)))
-                h.tick()
-            }
+            let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
+            Self.apply(event, to: &h, inForce: &inForce, using: &random)
             check("live step \(step)")
+        }
+    }
+
+    /// Runs `event` on the harness; a device's report of its route is what the simulated device then has.
+    static func apply(
+        _ event: Event, to h: inout RoutingHarness, inForce: inout [BluetoothAddress: AccessoryID],
+        using random: inout SeededGenerator
+    ) {
+        switch event {
+        case .accessory(_, let after, _): h.change(after)
+        case .source(let source, let report):
+            if let routed = report.routedAccessory { inForce[source] = routed }
+            h.source(source, report.activity, sequence: report.sequence, routedTo: report.routedAccessory)
+        case .tick:
+            h.advance(.milliseconds(Int64.random(in: 0...20_000, using: &random)))
+            h.tick()
         }
     }
 
