@@ -1,5 +1,6 @@
 import Foundation
 import MQTTClient
+import Synchronization
 import Testing
 import TestSupport
 
@@ -207,5 +208,92 @@ struct MessageTests {
         await client.close()
         // The stream ends.
         #expect(await iterator.next() == nil)
+    }
+
+    /// QoS 1 messages that arrived while the handler was busy are read in a few turns of the loop, not one each: the
+    /// network thread reads on while a read hands it a packet. (Until 2026-11-24 it stopped at the EAGAIN that
+    /// libmosquitto's write to its own wake-up socket pair left in `errno` after each PUBACK it queued, so every
+    /// QoS 1 message cost a `poll`: 60 messages took 60 turns.)
+    @Test func messagesWaitingInTheSocketAreReadInFewTurns() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        let handler = TurnCountingHandler()
+        try subscriber.client.start(handler)
+        try await withTimeout(.seconds(10), "connecting") { try await subscriber.client.waitUntilConnected() }
+        try await subscriber.subscribe("batch/#")
+        try await subscriber.subscribe("warm/#")
+        let publisher = try TestClient(broker)
+        try await publisher.connect()
+        // libmosquitto's socket pair fills after a few hundred packets queued (one byte each, never read): only then
+        // do its writes fail with EAGAIN, as in a bridge that has run a while.
+        let warmUp = 1000
+        for index in 0..<warmUp {
+            try publisher.client.publish(MQTTMessage(topic: "warm/\(index)", payload: [], qos: .atLeastOnce))
+        }
+        try await withTimeout(.seconds(30), "the warm-up") { await handler.waitForMessages(warmUp) }
+
+        // The first message holds the network thread; the others wait in its socket meanwhile.
+        let count = 60
+        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
+        try await withTimeout(.seconds(10), "the first message") { await handler.waitUntilHeld() }
+        for index in 0..<count {
+            try publisher.client.publish(MQTTMessage(topic: "batch/\(index)", payload: [UInt8(index)], qos: .atLeastOnce))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let turnsBefore = handler.release()
+        try await withTimeout(.seconds(10), "the waiting messages") { await handler.waitForMessages(warmUp + count + 1) }
+
+        let turns = handler.turns - turnsBefore
+        #expect(Array(handler.topics.dropFirst(warmUp)) == ["batch/first"] + (0..<count).map { "batch/\($0)" })
+        // Each turn of the loop asks the handler twice (the poll's timeout, then whether a wake-up is due).
+        #expect(turns / 2 < count / 4, "\(count) waiting messages took \(turns / 2) turns of the loop")
+    }
+}
+
+/// Holds the network thread in the message on `batch/first` until released; counts the turns of the loop (through
+/// `timeUntilWake()`, asked twice a turn) and the messages.
+private final class TurnCountingHandler: MQTTClientHandler {
+    private struct State {
+        var held = false
+        var released = false
+        var turns = 0
+        var topics: [String] = []
+    }
+    private let state = Mutex(State())
+
+    func received(_ message: MQTTMessage) {
+        let first = state.withLock { state in
+            state.topics.append(message.topic)
+            guard message.topic == "batch/first" else { return false }
+            state.held = true
+            return true
+        }
+        guard first else { return }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !state.withLock({ $0.released }), ContinuousClock.now < deadline { usleep(1000) }
+    }
+
+    func timeUntilWake() -> Duration? {
+        state.withLock { $0.turns += 1 }
+        return nil
+    }
+
+    var turns: Int { state.withLock { $0.turns } }
+    var topics: [String] { state.withLock { $0.topics } }
+
+    /// Lets the first message go; returns the turns counted until then.
+    func release() -> Int {
+        state.withLock { state in
+            state.released = true
+            return state.turns
+        }
+    }
+
+    func waitUntilHeld() async {
+        while !state.withLock({ $0.held }) { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    func waitForMessages(_ count: Int) async {
+        while state.withLock({ $0.topics.count }) < count { try? await Task.sleep(for: .milliseconds(5)) }
     }
 }

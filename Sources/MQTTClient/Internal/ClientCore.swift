@@ -44,6 +44,8 @@ final class LoopContext: @unchecked Sendable {
     var pausedSince: ContinuousClock.Instant?
     /// A receiving session's (on its network thread): its publishing session's connection, run beside its own.
     var link: PublishingLink?
+    /// How many packets libmosquitto handed to a callback (on the network thread): whether a read found one.
+    var packetsHandled = 0
 
     /// Whether the caller is the network thread.
     var isCurrent: Bool {
@@ -176,7 +178,9 @@ final class ClientCore: Sendable {
     private func installCallbacks() {
         let pointer = handle.pointer
         mosquitto_connect_v5_callback_set(pointer) { _, userdata, reason, flags, _ in
-            ClientCore.from(userdata).connected(reason: reason, flags: flags)
+            let core = ClientCore.from(userdata)
+            core.loop.packetsHandled &+= 1
+            core.connected(reason: reason, flags: flags)
         }
         mosquitto_disconnect_v5_callback_set(pointer) { _, userdata, code, _ in
             ClientCore.from(userdata).disconnected(code: code)
@@ -184,17 +188,20 @@ final class ClientCore: Sendable {
         mosquitto_message_v5_callback_set(pointer) { _, userdata, message, properties in
             guard let message else { return }
             let core = ClientCore.from(userdata)
+            core.loop.packetsHandled &+= 1
             core.finishConnecting()
             core.received(message.pointee, properties)
         }
         mosquitto_subscribe_v5_callback_set(pointer) { _, userdata, mid, count, codes, _ in
             let copied = codes.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
             let core = ClientCore.from(userdata)
+            core.loop.packetsHandled &+= 1
             core.finishConnecting()
             core.subscribeAcknowledged(mid: mid, codes: copied)
         }
         mosquitto_publish_v5_callback_set(pointer) { _, userdata, mid, reason, _ in
             let core = ClientCore.from(userdata)
+            core.loop.packetsHandled &+= 1
             core.finishConnecting()
             core.published(mid: mid, reason: reason)
         }
@@ -538,21 +545,26 @@ final class ClientCore: Sendable {
     /// `nil`.
     ///
     /// libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the bridge's
-    /// start-up read of a million retained states): read on until the socket would block, rather than a poll per
-    /// packet. What the handler published for a packet goes out before the next is read, as when each had a wake-up
-    /// of its own (`make bench-e2e`: writing only after 256 packets, the p99 at 50% load went from 5-18 ms to
+    /// start-up read of a million retained states), and stops after any packet whose handling queued one (a PUBACK, a
+    /// publish): read on while each call hands a packet to a callback, rather than a poll per packet. Not until
+    /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
+    /// with nobody reading that pair (this loop polls its own pipe) the write fails with EAGAIN, so every QoS 1
+    /// packet looked like the last (`make bench-e2e`, flood: 2.8 polls a report before, 1 after; throughput 0.90 →
+    /// 1.0 of the relay's). A read that handles nothing (no data, part of a packet, a PINGRESP) ends the batch; `poll`
+    /// tells whether more waits. What the handler published for a packet goes out before the next is read, as when
+    /// each had a wake-up of its own (writing only after 256 packets, the p99 at 50% load went from 5-18 ms to
     /// 39-75 ms). At most ``packetsPerWakeup``, so that the wake pipe and deadlines get their turn.
     func readWaitingPackets(
         _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, afterEach: () -> Void = {}
     ) -> Int32? {
         for index in 0..<Self.packetsPerWakeup {
             if index > 0, !mayGoOn() { break }
-            cmosquitto_clear_errno()
+            let handled = loop.packetsHandled
             let rc = mosquitto_loop_read(pointer, 1)
             guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
                 return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
             }
-            let drained = cmosquitto_would_block() != 0
+            let drained = loop.packetsHandled == handled
             if let rc = writeIfWanted(pointer) { return rc }
             afterEach()
             if drained { break }
