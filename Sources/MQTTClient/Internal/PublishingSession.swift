@@ -140,6 +140,11 @@ final class PublishingLink {
         }
     }
 
+    /// Corks or uncorks the session's socket (see ``ClientCore/holdWrites(_:on:)``).
+    func holdWrites(_ hold: Bool) {
+        ClientCore.holdWrites(hold, on: pointer)
+    }
+
     /// Writes what the handler just published (after each packet the receiving session read).
     func write() {
         guard nextAttempt == nil, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }
