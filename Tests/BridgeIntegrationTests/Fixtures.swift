@@ -34,6 +34,12 @@ final class RunningBridge: Sendable {
         task = Task { try await group.run() }
     }
 
+    deinit {
+        // A test that throws before stop() still ends its bridge (cancelling the group closes its connection): it
+        // must not go on reconnecting to a port another test's broker may take.
+        task.cancel()
+    }
+
     /// Graceful shutdown, as SIGTERM would do it.
     func stop() async throws {
         await group.triggerGracefulShutdown()

@@ -158,7 +158,7 @@ final class TestHub: @unchecked Sendable {
 
     /// A hub `id`; `configure` runs before connecting (options, hooks); `broker` nil: not connected.
     init(
-        _ id: String, broker: MosquittoBroker?, url: String? = nil, timeoutMs: Int = 300,
+        _ id: String, broker: MosquittoBroker?, url: String? = nil, timeoutMs: Int = 10_000,
         persistSequences: Bool = false, configure: (OpaquePointer) -> Void = { _ in }
     ) throws {
         self.id = id
@@ -248,15 +248,6 @@ final class TestHub: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds; throws after `timeout`.
-func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw TestFailure("timed out waiting for \(what)") }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-}
-
 // MARK: - Processes
 
 /// The executables built beside this test bundle (`swift build --build-tests` builds them all).
@@ -308,9 +299,12 @@ final class BridgeFixture: Sendable {
         _ = try await process?.exit()
     }
 
-    /// SIGSTOP / SIGCONT: the bridge keeps its connection but answers nothing meanwhile.
-    func pauseBridge(_ paused: Bool) {
-        bridge.withLock { $0?.signal(paused ? SIGSTOP : SIGCONT) }
+    /// SIGSTOP / SIGCONT: the bridge keeps its connection but answers nothing meanwhile. Returns once the kernel says
+    /// the process is stopped (or no longer is).
+    func pauseBridge(_ paused: Bool) async throws {
+        guard let process = bridge.withLock({ $0 }) else { throw TestFailure("no bridge to pause") }
+        process.signal(paused ? SIGSTOP : SIGCONT)
+        try await waitUntil(paused ? "the bridge stopped" : "the bridge going on") { process.isStopped == paused }
     }
 
     func stop() async throws {

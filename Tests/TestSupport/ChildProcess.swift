@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -6,11 +7,18 @@ import Glibc
 import Darwin
 #endif
 
-/// A child process started with `posix_spawn`, its output appended to a file.
+/// A child process started with `posix_spawn`, its output appended to a file, and killed when this process ends
+/// however it ends.
 ///
 /// Not Foundation's `Process`: a child spawned by it from the test runner inherits a signal mask with SIGTERM
 /// blocked (seen on Linux with swift-corelibs-foundation), so mosquitto would ignore a graceful stop. This sets
 /// an empty mask and default signal handlers in the child.
+///
+/// Each child has a watchdog, `sh -c 'read _; kill -KILL <pid>'`, whose standard input is a pipe that only this
+/// process writes to: when this process ends (a crash, SIGKILL, the end of the run) the pipe closes, `read` returns and
+/// the child is killed, so no broker, bridge or tool outlives the tests. Once the child is reaped, its watchdog is
+/// killed before the pipe is closed (the child's pid may be reused by then). The watchdog starts no process of its own:
+/// `read` and `kill` are built into the shell.
 public final class ChildProcess: Sendable {
     /// The child's process id.
     public let pid: pid_t
@@ -18,13 +26,40 @@ public final class ChildProcess: Sendable {
     public let executable: String
     /// The exit status once reaped (`waitpid`); `nil` while running.
     private let exitStatus = Mutex<Int32?>(nil)
+    /// The watchdog's pid and the write end of its pipe, until the child is reaped.
+    private let watchdog = Mutex<(pid: pid_t, pipe: Int32)?>(nil)
 
     /// Starts `executable` with `arguments`; stdin is /dev/null, stdout and stderr are appended to `outputPath`.
     public init(executable: String, arguments: [String], outputPath: String) throws {
         self.executable = executable
+        pid = try Self.spawn(executable, arguments, stdin: .path("/dev/null"), outputPath: outputPath)
+        do {
+            let watched = try Self.startWatchdog(for: pid)
+            watchdog.withLock { $0 = watched }
+        } catch {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            throw error
+        }
+    }
+
+    /// Held while a child is spawned and while a watchdog's pipe is made, so that no child inherits a pipe's write
+    /// end before it is marked close-on-exec.
+    private static let spawning = Mutex(())
+
+    private enum Input {
+        case path(String)
+        case descriptor(Int32)
+    }
+
+    private static func spawn(_ executable: String, _ arguments: [String], stdin: Input, outputPath: String) throws -> pid_t {
         var fileActions = Self.makeFileActions()
         defer { posix_spawn_file_actions_destroy(&fileActions) }
-        posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
+        switch stdin {
+        case .path(let path): posix_spawn_file_actions_addopen(&fileActions, 0, path, O_RDONLY, 0)
+        case .descriptor(let descriptor): posix_spawn_file_actions_adddup2(&fileActions, descriptor, 0)
+        }
         posix_spawn_file_actions_addopen(&fileActions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
 
@@ -41,11 +76,42 @@ public final class ChildProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &fileActions, &attributes, argv, environ)
+        let rc = spawning.withLock { _ in posix_spawn(&pid, executable, &fileActions, &attributes, argv, environ) }
         guard rc == 0 else {
             throw MosquittoBrokerError("posix_spawn \(executable) failed: \(String(cString: strerror(rc)))")
         }
-        self.pid = pid
+        return pid
+    }
+
+    /// The watchdog of `child`: it kills `child` once the pipe's write end, which only this process holds
+    /// (close-on-exec, so no other child inherits it), closes.
+    private static func startWatchdog(for child: pid_t) throws -> (pid: pid_t, pipe: Int32) {
+        // pipe2(O_CLOEXEC) is not in Swift's Glibc module: pipe, then close-on-exec, with no spawn of ours between.
+        var ends: [Int32] = [0, 0]
+        let made = spawning.withLock { _ in
+            guard pipe(&ends) == 0 else { return false }
+            _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
+            return true
+        }
+        guard made else { throw MosquittoBrokerError("pipe failed: errno \(errno)") }
+        defer { close(ends[0]) }
+        do {
+            let pid = try spawn(
+                "/bin/sh", ["-c", "read _; kill -KILL \(child)"], stdin: .descriptor(ends[0]), outputPath: "/dev/null")
+            return (pid, ends[1])
+        } catch {
+            close(ends[1])
+            throw error
+        }
+    }
+
+    /// Ends the watchdog once the child is reaped: killed and reaped first, then its pipe closed.
+    private func stopWatchdog() {
+        guard let running = (watchdog.withLock { running in defer { running = nil }; return running }) else { return }
+        kill(running.pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(running.pid, &status, 0) < 0, errno == EINTR {}
+        close(running.pipe)
     }
 
     deinit {
@@ -53,20 +119,33 @@ public final class ChildProcess: Sendable {
             signal(SIGKILL)
             _ = waitForExit(timeout: .seconds(5))
         }
+        stopWatchdog()
     }
 
     /// Whether the process still runs (reaps it when it has ended).
     public var isRunning: Bool {
-        exitStatus.withLock { status in
-            guard status == nil else { return false }
+        let (running, reapedNow) = exitStatus.withLock { status -> (Bool, Bool) in
+            guard status == nil else { return (false, false) }
             var raw: Int32 = 0
             let reaped = waitpid(pid, &raw, WNOHANG)
             if reaped == pid {
                 status = raw
-                return false
+                return (false, true)
             }
-            return reaped == 0
+            return (reaped == 0, false)
         }
+        if reapedNow { stopWatchdog() }
+        return running
+    }
+
+    /// Whether the process is stopped (SIGSTOP) as the kernel reports it: the state `T` in `/proc/<pid>/stat`
+    /// (Linux). A signal is delivered when the process next runs, so a test that stopped it waits for this.
+    public var isStopped: Bool {
+        guard isRunning, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return false }
+        // "pid (command) state …": the command may hold spaces and parentheses, the state follows the last ")".
+        return stat[stat.index(after: end)...].split(separator: " ").first == "T"
     }
 
     /// The exit code (0 for success), or 128 + the signal that ended it; `nil` while running.

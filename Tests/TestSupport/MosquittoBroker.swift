@@ -39,8 +39,8 @@ public final class MosquittoBroker: Sendable {
     private let configFile: URL
     private let executable: String
     private let logger: Logger
-    /// The running broker, and the watchdog that kills it should this process die without stopping it.
-    private let process = Mutex<(broker: ChildProcess, watchdog: ChildProcess)?>(nil)
+    /// The running broker (its ChildProcess watchdog kills it should this process die without stopping it).
+    private let process = Mutex<ChildProcess?>(nil)
 
     /// Starts mosquitto and waits until its port accepts connections.
     ///
@@ -114,10 +114,9 @@ public final class MosquittoBroker: Sendable {
     /// when it is not running.
     public func stop() async {
         guard let running = (process.withLock { process in defer { process = nil }; return process }) else { return }
-        Self.end(running.watchdog)
-        running.broker.signal(SIGTERM)
+        running.signal(SIGTERM)
         // On timeout, exit(timeout:) kills it; end reaps it.
-        if (try? await running.broker.exit(timeout: .seconds(5))) == nil { Self.end(running.broker) }
+        if (try? await running.exit(timeout: .seconds(5))) == nil { Self.end(running) }
     }
 
     /// ``stop()`` for deinit, which cannot await.
@@ -125,9 +124,8 @@ public final class MosquittoBroker: Sendable {
         process.withLock { process in
             guard let running = process else { return }
             process = nil
-            Self.end(running.watchdog)
-            running.broker.signal(SIGTERM)
-            if !running.broker.waitForExit(timeout: .seconds(5)) { Self.end(running.broker) }
+            running.signal(SIGTERM)
+            if !running.waitForExit(timeout: .seconds(5)) { Self.end(running) }
         }
     }
 
@@ -136,15 +134,34 @@ public final class MosquittoBroker: Sendable {
         process.withLock { process in
             guard let running = process else { return }
             process = nil
-            Self.end(running.watchdog)
-            Self.end(running.broker)
+            Self.end(running)
         }
     }
 
     /// Sends `signal` to the broker: SIGSTOP freezes it (connections stay open, nothing is read or answered), SIGCONT
     /// lets it go on.
     public func signal(_ signal: Int32) {
-        process.withLock { $0?.broker.signal(signal) }
+        process.withLock { $0?.signal(signal) }
+    }
+
+    /// Freezes the broker (SIGSTOP): its connections stay open, nothing is read or answered, and a new TCP connection
+    /// is accepted by the kernel and then hears nothing. Returns once the kernel says it is stopped.
+    public func pause() async throws {
+        let process = try running()
+        process.signal(SIGSTOP)
+        try await waitUntil("mosquitto stopped") { process.isStopped }
+    }
+
+    /// Lets a paused broker go on (SIGCONT); returns once it runs.
+    public func resume() async throws {
+        let process = try running()
+        process.signal(SIGCONT)
+        try await waitUntil("mosquitto going on") { !process.isStopped }
+    }
+
+    private func running() throws -> ChildProcess {
+        guard let process = process.withLock({ $0 }) else { throw MosquittoBrokerError("mosquitto is not running") }
+        return process
     }
 
     /// Stops the broker if it runs and starts it again on the same port, with the same persistence directory.
@@ -157,7 +174,7 @@ public final class MosquittoBroker: Sendable {
 
     /// Whether the broker process runs.
     public var isRunning: Bool {
-        process.withLock { $0?.broker.isRunning ?? false }
+        process.withLock { $0?.isRunning ?? false }
     }
 
     // MARK: The broker's log
@@ -339,7 +356,7 @@ public final class MosquittoBroker: Sendable {
     /// accepts connections. (The port alone is not enough: another test's broker may have taken it, and accept.)
     private static func launch(
         executable: String, configFile: URL, logFile: URL, port: Int
-    ) async throws -> (broker: ChildProcess, watchdog: ChildProcess) {
+    ) async throws -> ChildProcess {
         let logStart = (try? FileManager.default.attributesOfItem(atPath: logFile.path)[.size] as? Int) ?? 0
         let process = try ChildProcess(
             executable: executable, arguments: ["-c", configFile.path], outputPath: logFile.path
@@ -357,15 +374,7 @@ public final class MosquittoBroker: Sendable {
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
-            // A test process that crashes or is killed runs no deinit: without this, its brokers would linger.
-            let watchdog = try ChildProcess(
-                executable: "/bin/sh",
-                arguments: [
-                    "-c", "while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; kill -KILL \(process.pid)",
-                ],
-                outputPath: "/dev/null"
-            )
-            return (process, watchdog)
+            return process
         } catch {
             end(process)
             throw error
