@@ -24,8 +24,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
-        // Only for the operations endpoint (/metrics, /health/*): see BridgeHTTP.
+        // Only for the operations endpoint (/metrics, /health/*): see BridgeHTTP. swift-nio comes with it; BridgeHTTP
+        // names it for NIOCore's IOError (a port already in use).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
@@ -95,6 +97,7 @@ let package = Package(
             name: "BridgeHTTP",
             dependencies: [
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -103,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "accessory-bridge",
             dependencies: [
-                "AccessoryBridge", "BridgeHTTP",
+                "AccessoryBridge", "BridgeHTTP", "MQTTClient",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -126,6 +129,7 @@ let package = Package(
                 "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
 

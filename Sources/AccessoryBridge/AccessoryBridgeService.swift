@@ -76,7 +76,24 @@ public final class AccessoryBridgeService: Service {
         return reasons
     }
 
+    deinit {
+        // A bridge whose run() never came (another service of its group failed first) still lets go of its client.
+        client.syncClose()
+    }
+
     public func run() async throws {
+        do {
+            try await serve()
+        } catch {
+            // Whatever ended it, the connection is let go of (a debug build asserts that it was).
+            await client.close()
+            throw error
+        }
+        await client.close()
+    }
+
+    /// Rebuilds, serves until a graceful shutdown, then says offline. A shutdown during start-up ends it quietly.
+    private func serve() async throws {
         HeapTrimmer.configureAllocator()
         let root = configuration.topicRoot
         for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState, .controls] {
@@ -97,9 +114,10 @@ public final class AccessoryBridgeService: Service {
         // as it connects, and that telemetry must meet the accessories as they were.
         do {
             try await cancelWhenGracefulShutdown { try await self.rebuild() }
-        } catch is CancellationError {
+        } catch {
+            // A stop (SIGTERM, Ctrl-C) while waiting for the broker or reading the retained states is routine.
+            guard Task.isShuttingDownGracefully || Task.isCancelled else { throw error }
             logger.info("shut down before start-up finished")
-            await client.close()
             return
         }
         // From here on the client's network thread owns the processor.
@@ -111,7 +129,6 @@ public final class AccessoryBridgeService: Service {
         logger.info("shutting down")
         _ = try? client.publish(offlineStatus())
         await beacon?.stop()
-        await client.close()
     }
 
     /// Reads every retained accessory and source state through a short clean session, and rebuilds from them. Waits

@@ -42,10 +42,17 @@ public final class AccessoryControlsClient: Sendable {
 
     /// Connects and waits until the broker accepted the connection. (The subscription to the answers is sent before
     /// any request on the same connection, so the broker has it in place before a request arrives.)
-    public func start() async throws(MQTTError) {
+    ///
+    /// - Parameter timeout: give up after this long (``MQTTError/Kind/notConnected``, naming why the last attempt
+    ///   failed); `nil`, wait as long as it takes. Either way a refusal of the credentials ends the wait at once.
+    public func start(timeout: Duration? = nil) async throws(MQTTError) {
         try client.subscribe(Topic.Kind.controlsResult.filter(under: root), qos: .atLeastOnce)
         try client.start(onEvent: { _ in }, onMessage: { [weak self] in self?.receive($0) })
-        try await client.waitUntilConnected()
+        if let timeout {
+            try await client.waitUntilConnected(timeout: timeout)
+        } else {
+            try await client.waitUntilConnected()
+        }
     }
 
     public func stop() async {

@@ -58,7 +58,10 @@ public final class AccessoryHub: Sendable {
     }
 
     /// Connects, waits until the broker accepted the connection, and announces the hub online.
-    public func start() async throws(MQTTError) {
+    ///
+    /// - Parameter timeout: give up after this long (``MQTTError/Kind/notConnected``, naming why the last attempt
+    ///   failed); `nil`, wait as long as it takes. Either way a refusal of the credentials ends the wait at once.
+    public func start(timeout: Duration? = nil) async throws(MQTTError) {
         try client.subscribe(responseTopic, qos: .atLeastOnce)
         let (hubID, options) = (hubID, options)
         // Weak: the hub owns the client, which keeps its handler until it is closed.
@@ -69,7 +72,11 @@ public final class AccessoryHub: Sendable {
                 }
             },
             onMessage: { [weak self] in self?.receive($0) })
-        try await client.waitUntilConnected()
+        if let timeout {
+            try await client.waitUntilConnected(timeout: timeout)
+        } else {
+            try await client.waitUntilConnected()
+        }
     }
 
     /// Announces the hub offline (when it announces its status) and disconnects.

@@ -1,7 +1,14 @@
 import Hummingbird
 import Logging
+import NIOCore
 import Prometheus
 import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The bridge's operations endpoint over HTTP, for Prometheus and for supervisors (systemd, Kubernetes, compose):
 ///
@@ -27,7 +34,12 @@ public struct OperationsEndpoint: Sendable {
     }
 
     /// The endpoint as a Service. `onRunning` receives the port it listens on (the one chosen when `port` is 0).
+    /// An address it cannot listen on ends it with a ``ListenError`` that names the address and the options to change.
     public func service(logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some Service {
+        ListeningService(application: application(logger: logger, onRunning: onRunning), host: host, port: port)
+    }
+
+    private func application(logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void) -> some Service {
         let router = Router()
         let (registry, notReadyBecause) = (registry, notReadyBecause)
         router.get("metrics") { _, _ in
@@ -52,6 +64,34 @@ public struct OperationsEndpoint: Sendable {
         Response(
             status: status, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// The endpoint could not listen on its address: which address, why, and which options change it.
+public struct ListenError: Error, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// `strerror`'s text.
+    public var reason: String
+
+    public var description: String {
+        "cannot serve /metrics and /health on \(host):\(port): \(reason) (another bridge?): choose another port with "
+            + "--http-port (0: any free one), or turn the endpoint off with --no-http"
+    }
+}
+
+/// Runs the Hummingbird application; a failure to bind its socket becomes a ``ListenError``.
+private struct ListeningService<Application: Service>: Service {
+    let application: Application
+    let host: String
+    let port: Int
+
+    func run() async throws {
+        do {
+            try await application.run()
+        } catch let error as IOError {
+            throw ListenError(host: host, port: port, reason: String(cString: strerror(error.errnoCode)))
+        }
     }
 }
 

@@ -55,13 +55,49 @@ public final class MQTTClient: Sendable {
     }
 
     /// Waits for the first successful connection after ``start()`` (retries continue meanwhile); throws when the
-    /// client was closed.
+    /// client was closed, or when an attempt failed in a way that trying again cannot mend.
     ///
     /// Returns at once when the client has connected before. Throws (code `MOSQ_ERR_NO_CONN`) when the client is
     /// closed, and (kind ``MQTTError/Kind/disconnected``) when ``disconnect()`` or ``close()`` comes before the
-    /// first connection, or when the task is cancelled.
+    /// first connection, or when the task is cancelled. Throws the attempt's error when it is
+    /// ``MQTTError/isPermanent`` (the broker refused the credentials or the authorization, TLS failed): the client
+    /// goes on retrying, and a new wait waits for the next attempts.
     public func waitUntilConnected() async throws(MQTTError) {
         for session in core.sessions { try await session.waitUntilConnected() }
+    }
+
+    /// ``waitUntilConnected()``, giving up after `timeout`: then it throws ``MQTTError/Kind/notConnected``, whose
+    /// message names why the last attempt failed ("Connection refused", "bad user name or password", …). The client
+    /// goes on retrying.
+    public func waitUntilConnected(timeout: Duration) async throws(MQTTError) {
+        let core = core
+        let result = await withTaskGroup(of: Result<Void, MQTTError>?.self) { group in
+            group.addTask {
+                do throws(MQTTError) {
+                    for session in core.sessions { try await session.waitUntilConnected() }
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                // nil: the time is up (or the wait was cancelled, which the other task reports).
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = await group.next() {
+                if let next { return next }
+                if Task.isCancelled { continue }
+                let lastFailure = core.sessions.lazy.compactMap { $0.state.withLock { $0.lastFailure } }.first
+                return .failure(
+                    .notConnected(
+                        host: core.configuration.host, port: core.configuration.port, after: timeout,
+                        lastFailure: lastFailure))
+            }
+            return .failure(.cancelledWhileConnecting)
+        }
+        try result.get()
     }
 
     /// Whether the connection is up.

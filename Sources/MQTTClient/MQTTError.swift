@@ -16,6 +16,9 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         /// ``MQTTConfiguration/maximumPendingMessages`` messages already wait, beyond the send window or for the next
         /// connection (``code`` is `MOSQ_ERR_NO_CONN`).
         case queueFull
+        /// ``MQTTClient/waitUntilConnected(timeout:)`` gave up: no connection within the time given (``code`` is
+        /// `MOSQ_ERR_NO_CONN`); the message names why the last attempt failed.
+        case notConnected
     }
 
     public var kind: Kind
@@ -29,4 +32,17 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(message) (\(kind), code \(code))" }
+
+    /// Whether trying again with the same configuration cannot mend it: the broker refused the client's credentials
+    /// or authorization (CONNACK 0x84 unsupported protocol version, 0x85 client identifier not valid, 0x86 bad user
+    /// name or password, 0x87 not authorized, 0x8C bad authentication method), or TLS failed (a certificate the CA
+    /// does not sign, a file that holds no certificate or key). A refused TCP connection, a lost one or a name that
+    /// does not resolve may mend by themselves: not permanent.
+    public var isPermanent: Bool {
+        switch kind {
+        case .connectionRefused: [0x84, 0x85, 0x86, 0x87, 0x8C].contains(code)
+        case .library: code == MQTTError.tlsFailure || code == MQTTError.authenticationFailure
+        default: false
+        }
+    }
 }

@@ -4,8 +4,10 @@ import ArgumentParser
 import BridgeHTTP
 import Logging
 import Metrics
+import MQTTClient
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// `accessory-bridge`: parses the settings, builds the bridge and runs it in one ServiceGroup until SIGTERM or
 /// SIGINT. Every setting can also come from the environment (`AUDIO_BRIDGE_<NAME>`) or a JSON config file; a flag
@@ -27,6 +29,14 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try await Settings.resolve(options)
+        do {
+            try await serve(settings)
+        } catch let error as MQTTError {
+            throw StartupFailure(error, broker: settings.bridge.mqtt)
+        }
+    }
+
+    private func serve(_ settings: Settings.Resolved) async throws {
         LoggingSystem.bootstrap(settings.logHandlerFactory)
         var logger = Logger(label: "accessory-bridge")
         logger.logLevel = settings.logLevel
@@ -34,16 +44,104 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(
             PrometheusMetricsFactory.with(registry: registry, buckets: AccessoryBridgeService.histogramBuckets))
         let bridge = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)
-        var services: [any Service] = [bridge]
+        var services: [any Service] = []
         if let http = settings.http {
+            // The endpoint listens first: a port already taken is said before anything connects to the broker.
+            let listening = Gate()
             let endpoint = OperationsEndpoint(
                 host: http.host, port: http.port, registry: registry, notReadyBecause: { bridge.notReadyBecause })
             services.append(endpoint.service(logger: logger) { [logger] port in
                 logger.info("serving /metrics and /health", metadata: ["http.host": "\(http.host)", "http.port": "\(port)"])
+                listening.open()
             })
+            services.append(AfterGate(listening, bridge))
+        } else {
+            services.append(bridge)
         }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+}
+
+/// The bridge could not connect in a way that trying again cannot mend (credentials, authorization, TLS), in one
+/// line for a person: where, why, and which options to check.
+struct StartupFailure: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ error: MQTTError, broker: MQTTConfiguration) {
+        let url = "\(broker.tls == nil ? "mqtt" : "mqtts")://\(broker.host):\(broker.port)"
+        var text = "cannot connect to the broker at \(url): \(error.message)"
+        if let hint = error.hint { text += ": \(hint)" }
+        switch error.kind {
+        case .connectionRefused: text += " (--username, --password or AUDIO_BRIDGE_PASSWORD, --client-id)"
+        case .library: text += " (--ca-file, --cert-file, --key-file)"
+        case .invalidArgument: text = error.message
+        default: break
+        }
+        description = text
+    }
+}
+
+/// Opens once; until then, its one waiter waits.
+final class Gate: Sendable {
+    private enum State {
+        case closed(waiter: CheckedContinuation<Void, Never>?)
+        case open
+        /// The waiter's task was cancelled: it went away.
+        case abandoned
+    }
+
+    private let state = Mutex(State.closed(waiter: nil))
+
+    func open() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard case .closed(let waiter) = state else { return nil }
+            state = .open
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once the gate is open; throws `CancellationError` when the task is cancelled first.
+    func wait() async throws {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let waits = state.withLock { state -> Bool in
+                    guard case .closed = state else { return false }
+                    state = .closed(waiter: continuation)
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard case .closed(let waiter) = state else { return nil }
+                state = .abandoned
+                return waiter
+            }
+            waiter?.resume()
+        }
+        try Task.checkCancellation()
+    }
+}
+
+/// `service`, run once `gate` opens; a shutdown or a cancellation before that ends it without running it.
+struct AfterGate<Inner: Service>: Service {
+    let gate: Gate
+    let service: Inner
+
+    init(_ gate: Gate, _ service: Inner) {
+        self.gate = gate
+        self.service = service
+    }
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await gate.wait() }
+        } catch {
+            return
+        }
+        try await service.run()
     }
 }

@@ -1,6 +1,13 @@
 import AccessoryWire
 import ArgumentParser
 
+// C's stdout is read once, at the start of main, before anything runs that could print.
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#elseif canImport(Darwin)
+@preconcurrency import Darwin
+#endif
+
 /// `accessoryctl`: drive the bridge by hand — act as a hub (pair, register, place, …), as a playing device
 /// (`source`), or watch what goes by.
 @main
@@ -17,4 +24,11 @@ struct Accessoryctl: AsyncParsableCommand {
             Pair.self, Unpair.self, Register.self, Place.self, Sources.self, Update.self, State.self, Source.self,
             Switching.self, Pin.self, Watch.self,
         ])
+
+    static func main() async {
+        // Line by line into a file or a pipe too, as mosquitto_sub's output: what is printed is there at once, and
+        // stays there when a signal ends the command.
+        setvbuf(stdout, nil, _IOLBF, 0)
+        await main(nil)
+    }
 }

@@ -50,20 +50,24 @@ struct Pin: AsyncParsableCommand {
 extension ConnectionOptions {
     /// Sends `controls` for `id`, prints the accessory's controls after the change; a refusal exits with status 1.
     func runControls(_ controls: AccessoryControls, for id: AccessoryID) async throws {
-        let client = try AccessoryControlsClient(
-            mqtt: try mqtt(clientID: Self.clientID("controls")), topicRoot: try root,
-            timeout: .milliseconds(Int64(timeout * 1000)), payloadFormat: format, logger: Self.logger)
-        try await client.start()
+        let client = try await connecting {
+            try AccessoryControlsClient(
+                mqtt: try mqtt(clientID: Self.clientID("controls")), topicRoot: try root, timeout: patience,
+                payloadFormat: format, logger: Self.logger)
+        }
         do {
+            try await connecting { try await client.start(timeout: patience) }
             let state = try await client.set(controls, for: id)
             await client.stop()
             let accessory = state.accessory
             print("\(id): automatic switching \(accessory.automaticSwitching ? "on" : "off"), pinned source "
                 + (accessory.pinnedSource.map(\.description) ?? "none (automatic)"))
+        } catch let exit as ExitCode {
+            await client.stop()
+            throw exit
         } catch {
             await client.stop()
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(error)")
         }
     }
 }

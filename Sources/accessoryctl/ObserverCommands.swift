@@ -3,24 +3,72 @@ import AccessoryWire
 import ArgumentParser
 import Foundation
 import MQTTClient
+import Synchronization
+import UnixSignals
 
-/// Subscribes to `filters` and hands each message to `body` until it returns false.
+/// Subscribes to `filters` and hands each message to `body` until it returns false, until `limit` has passed since
+/// the connection (when given), or until SIGINT or SIGTERM (Ctrl-C, a supervisor's stop): the connection then closes
+/// cleanly, and what was printed stays printed (standard output goes out line by line). Returns whether it ended
+/// because of such a signal.
+@discardableResult
 func observe(
-    _ connection: ConnectionOptions, role: String, filters: [String], before: (MQTTClient) throws -> Void = { _ in },
-    _ body: (MQTTMessage) -> Bool
-) async throws {
-    let client = try MQTTClient(
-        configuration: try connection.mqtt(clientID: ConnectionOptions.clientID(role)), logger: ConnectionOptions.logger)
-    for filter in filters {
-        try client.subscribe(filter, qos: .atLeastOnce)
+    _ connection: ConnectionOptions, role: String, filters: [String], limit: Duration? = nil,
+    before: (MQTTClient) throws -> Void = { _ in }, _ body: (MQTTMessage) -> Bool
+) async throws -> Bool {
+    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+    let client = try await connection.connecting {
+        try MQTTClient(
+            configuration: try connection.mqtt(clientID: ConnectionOptions.clientID(role)), logger: ConnectionOptions.logger)
     }
-    let stream = try client.startStreaming()
-    try await client.waitUntilConnected()
-    try before(client)
+    let stopped = StopFlag()
+    // Closing the client finishes its stream: the loop below ends as if its count were reached.
+    let stopper = Task {
+        for await _ in signals {
+            stopped.raise()
+            await client.close()
+            return
+        }
+    }
+    defer { stopper.cancel() }
+    let stream: AsyncStream<MQTTMessage>
+    do {
+        for filter in filters {
+            try client.subscribe(filter, qos: .atLeastOnce)
+        }
+        stream = try client.startStreaming()
+        try await client.waitUntilConnected(timeout: connection.patience)
+        try before(client)
+    } catch {
+        await client.close()
+        if stopped.isRaised { return true }
+        if let error = error as? MQTTError { throw connection.failure(error) }
+        throw error
+    }
+    let timer = limit.map { limit in
+        Task {
+            try await Task.sleep(for: limit)
+            await client.close()
+        }
+    }
+    defer { timer?.cancel() }
     for await message in stream where !body(message) {
         break
     }
     await client.close()
+    return stopped.isRaised
+}
+
+/// Whether a stop signal came.
+final class StopFlag: Sendable {
+    private let raised = Atomic(false)
+
+    func raise() {
+        raised.store(true, ordering: .relaxed)
+    }
+
+    var isRaised: Bool {
+        raised.load(ordering: .relaxed)
+    }
 }
 
 struct State: AsyncParsableCommand {
@@ -33,26 +81,16 @@ struct State: AsyncParsableCommand {
     func run() async throws {
         let root = try connection.root
         let topic = Topic.accessoryState(accessory: accessory.id).name(under: root)
-        let found = Task {
-            var found = false
-            try await observe(connection, role: "state", filters: [topic]) { message in
-                print(Describe.message(message, root: root))
-                found = true
-                return false
-            }
-            return found
-        }
+        var found = false
         // A retained state arrives at once; none within the timeout means the bridge never published one.
-        let timeout = Task {
-            try await Task.sleep(for: .milliseconds(Int64(connection.timeout * 1000)))
-            found.cancel()
+        let stopped = try await observe(connection, role: "state", filters: [topic], limit: connection.patience) {
+            message in
+            print(Describe.message(message, root: root))
+            found = true
+            return false
         }
-        let result = await found.result
-        timeout.cancel()
-        guard (try? result.get()) == true else {
-            FileHandle.standardError.write(Data("error: no state of \(accessory.id) on \(topic)\n".utf8))
-            throw ExitCode(1)
-        }
+        if stopped { throw ExitCode(130) }
+        guard found else { throw fail("no state of \(accessory.id) on \(topic)") }
     }
 }
 

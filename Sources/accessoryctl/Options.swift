@@ -32,8 +32,11 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The payload format to send: protobuf or json.")
     var format: PayloadFormat = .protobuf
 
-    @Option(help: "Seconds to wait for the bridge's answer.")
+    @Option(help: "Seconds to wait for the broker's connection, and for the bridge's answer.")
     var timeout: Double = 5
+
+    /// ``timeout`` as a duration.
+    var patience: Duration { .milliseconds(Int64(timeout * 1000)) }
 
     var root: TopicRoot {
         get throws {
@@ -56,6 +59,34 @@ struct ConnectionOptions: ParsableArguments {
             mqtt.tls = .init(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
         }
         return mqtt
+    }
+
+    /// Why connecting to the broker failed, in one line for a person, with the options to check; the command then
+    /// ends with status 1.
+    func failure(_ error: MQTTError) -> ExitCode {
+        var text: String
+        switch error.kind {
+        case .notConnected, .invalidArgument:
+            text = error.message
+        default:
+            text = "cannot connect to \(broker): \(error.message)"
+            if let hint = error.hint { text += ": \(hint)" }
+        }
+        switch error.kind {
+        case .connectionRefused: text += " (--username, and --password or ACCESSORYCTL_PASSWORD)"
+        case .library: text += " (--ca-file, --cert-file, --key-file)"
+        default: break
+        }
+        return fail(text)
+    }
+
+    /// Runs `body`, which makes or connects an MQTT client: its MQTTError becomes ``failure(_:)``.
+    func connecting<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as MQTTError {
+            throw failure(error)
+        }
     }
 
     static var logger: Logger {
@@ -82,20 +113,24 @@ struct HubOptions: ParsableArguments {
         var options = AccessoryHub.Options()
         options.topicRoot = try connection.root
         options.payloadFormat = connection.format
-        options.timeout = .milliseconds(Int64(connection.timeout * 1000))
+        options.timeout = connection.patience
         // A one-shot command speaks for the hub, not for its availability.
         options.announcesStatus = false
-        let accessoryHub = try AccessoryHub(
-            hubID: hubID, mqtt: try connection.mqtt(clientID: ConnectionOptions.clientID(hub)), options: options,
-            logger: ConnectionOptions.logger)
-        try await accessoryHub.start()
+        let accessoryHub = try await connection.connecting {
+            try AccessoryHub(
+                hubID: hubID, mqtt: try connection.mqtt(clientID: ConnectionOptions.clientID(hub)), options: options,
+                logger: ConnectionOptions.logger)
+        }
         do {
+            try await connection.connecting { try await accessoryHub.start(timeout: connection.patience) }
             try await body(accessoryHub)
             await accessoryHub.stop()
+        } catch let exit as ExitCode {
+            await accessoryHub.stop()
+            throw exit
         } catch {
             await accessoryHub.stop()
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(error)")
         }
     }
 }
@@ -148,4 +183,10 @@ struct PlacementArgument: ExpressibleByArgument {
         else { return nil }
         self.placement = placement
     }
+}
+
+/// Prints `error: <message>` on standard error; throw what it returns to end the command with status 1.
+func fail(_ message: String) -> ExitCode {
+    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+    return ExitCode(1)
 }

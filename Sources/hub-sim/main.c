@@ -35,6 +35,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -164,6 +165,7 @@ struct sim {
     char repeated_example[256];
     uint64_t source_reports;
     unsigned random_state;
+    int stop_signals; /* SIGINT/SIGTERM taken so far (see stop_requested) */
 };
 
 static uint64_t now_ns(void)
@@ -178,6 +180,33 @@ static void sleep_ms(long ms)
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&t, &t) == -1 && errno == EINTR) {
     }
+}
+
+/* The signals that stop hub-sim. They are blocked in every thread (main blocks them before it starts any) and taken
+ * from the main thread's loops with sigtimedwait, so that no handler and no global is needed: the first ends the
+ * run early (then hub-sim drains, prints its summary and exits as usual), a second one ends the drain too. */
+static void stop_signal_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+}
+
+/* Whether a stop signal came (counting a new one, if any): never blocks. */
+static bool stop_requested(struct sim *sim)
+{
+    static const struct timespec now = {0, 0};
+    sigset_t set;
+    stop_signal_set(&set);
+    if (sigtimedwait(&set, NULL, &now) > 0) {
+        sim->stop_signals++;
+        if (!sim->opt.quiet) {
+            fprintf(stderr, sim->stop_signals == 1 ? "hub-sim: stopping: draining, then the summary (again to skip "
+                                                     "the drain)\n"
+                                                   : "hub-sim: stopping now\n");
+        }
+    }
+    return sim->stop_signals > 0;
 }
 
 static unsigned next_random(struct sim *sim)
@@ -848,7 +877,8 @@ static bool wait_outstanding(struct sim *sim, double seconds, const char *what)
             return true;
         }
         uint64_t now = now_ns();
-        if (now >= deadline) {
+        /* A stop during the set-up ends it; during a drain, only a second one does. */
+        if (now >= deadline || (stop_requested(sim) && (!sim->stopping || sim->stop_signals > 1))) {
             return false;
         }
         if (!sim->opt.quiet && now >= next_report) {
@@ -964,7 +994,7 @@ static struct summary run_phase(struct sim *sim, double rate)
         } else {
             rounds_done = false;
         }
-        if (now >= end || rounds_done) {
+        if (now >= end || rounds_done || stop_requested(sim)) {
             break;
         }
         if (rate > 0) {
@@ -1360,6 +1390,12 @@ int main(int argc, char **argv)
         memcpy(device->address.bytes, bytes, 6);
         snprintf(device->hex, sizeof device->hex, "5a110000%04x", (unsigned)(i & 0xffff));
     }
+
+    /* Line by line into a file or a pipe too: a summary is there at once, and a stop keeps what was printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    sigset_t stop;
+    stop_signal_set(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int status = 1;
     if (!start_devices(&sim) || !start_hubs(&sim)) {

@@ -37,12 +37,16 @@ import TestSupport
         let broker = try await MosquittoBroker()
         let bridge = try await Self.startBridge(on: broker) { $0.publishingSession = publishingSession }
         let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#"])
-        let device = try await Peer("phone", broker: broker, subscribe: [Self.commandsTopic])
+        let results = "audio/hubs/hub-1/accessories/headphones/result"
+        let device = try await Peer("phone", broker: broker, subscribe: [Self.commandsTopic, results])
 
         try await Self.setUpHeadphones(hub)
         let on = try await hub.request(.placement(.onHead), sequence: 4)
         #expect(on.error == .none)
         #expect(on.state.configuration.devicePlacement == .onHead)
+        // A command for the placement would leave before its result, and reach the device first: once the device has
+        // the result, nothing plays yet.
+        _ = try await device.waitFor(4, on: results)
         #expect(try device.commands(for: Self.phone).isEmpty, "nothing plays yet")
 
         // Start media on the phone: it is routed to the worn headphones.
@@ -193,7 +197,7 @@ import TestSupport
         _ = try await observer.waitFor(1, on: "audio/bridge/status")
         bridge.signal(SIGTERM)
         #expect(try await bridge.exit() == 0)
-        let statuses = observer.messages(on: "audio/bridge/status")
+        let statuses = try await observer.waitFor(2, on: "audio/bridge/status")
         #expect(statuses.count == 2)
         #expect(!(try observer.codec.decode(Audioaccessory_V1_BridgeStatus.self, from: statuses[1].payload, format: .protobuf).online))
         // A clean DISCONNECT (an abrupt loss would read "closed its connection" or "socket error").
@@ -294,7 +298,12 @@ import TestSupport
         let watch = try ChildProcess(
             executable: try BuiltProducts.path("accessoryctl"),
             arguments: ["watch", "--count", "6", "--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: watchLog.path)
-        try await broker.waitForLog("audio/accessories/+/state")
+        // Its subscriptions are in place once it printed the retained messages of its last ones (its output goes out
+        // line by line). Not the broker's log: the bridge subscribes to the same filters.
+        try await waitUntil("watch printing the retained bridge status") {
+            let printed = (try? String(contentsOf: watchLog, encoding: .utf8)) ?? ""
+            return printed.contains("bridge  online") && printed.contains("state   buds")
+        }
         (status, output) = try await accessoryctl("register", "buds", "--capabilities", "audioSwitching")
         #expect(status == 0, "\(output)")
         (status, output) = try await accessoryctl(

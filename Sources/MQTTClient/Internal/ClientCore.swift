@@ -220,9 +220,10 @@ final class ClientCore: Sendable {
     private func connected(reason: Int32, flags: Int32) {
         guard reason == 0 else {
             let error = MQTTError.connectionRefused(reason: reason)
-            logger.warning(
-                "MQTT connection refused", metadata: ["mqtt.reason_code": "\(reason)", "mqtt.error": "\(error.message)"]
-            )
+            var metadata: Logger.Metadata = ["mqtt.reason_code": "\(reason)", "mqtt.error": "\(error.message)"]
+            if let hint = error.hint { metadata["mqtt.hint"] = "\(hint)" }
+            logger.warning("MQTT connection refused", metadata: metadata)
+            attemptFailed(error)
             onEvent(.connectionRefused(error))
             return
         }
@@ -249,6 +250,17 @@ final class ClientCore: Sendable {
         // that were in flight when the last connection ended, and nothing published later may overtake them.
     }
 
+    /// Remembers why an attempt to connect failed. Before the first connection, a failure that trying again cannot
+    /// mend (``MQTTError/isPermanent``: credentials, authorization, TLS) ends the wait of whoever waits for it; the
+    /// client still retries.
+    private func attemptFailed(_ error: MQTTError) {
+        let waiters = state.withLock { state in
+            state.lastFailure = error
+            return !state.hasConnected && error.isPermanent ? state.connectionWaiters.removeAll() : []
+        }
+        for waiter in waiters { waiter.resume(returning: .failure(error)) }
+    }
+
     /// Opens the connection to everything else once libmosquitto's handling of a CONNACK is over — it then queued
     /// again the messages that were in flight — at the first callback or turn of the loop after it: the client counts
     /// as connected, waiters are released, the handler hears of it, and what waited leaves. MQTT keeps a client's
@@ -263,6 +275,7 @@ final class ClientCore: Sendable {
         let (subscriptions, waiters) = state.withLock { state in
             state.isConnected = true
             state.hasConnected = true
+            state.lastFailure = nil
             return (state.subscriptions.count, state.connectionWaiters.removeAll())
         }
         let sessionPresent = flags & 1 != 0
@@ -379,13 +392,13 @@ final class ClientCore: Sendable {
         var delay = configuration.reconnectDelay
         while true {
             if let failure {
-                logger.warning(
-                    "MQTT connect failed",
-                    metadata: [
-                        "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
-                        "mqtt.error": "\(failure)",
-                    ]
-                )
+                var metadata: Logger.Metadata = [
+                    "mqtt.host": "\(configuration.host)", "mqtt.port": "\(configuration.port)",
+                    "mqtt.error": "\(failure)", "mqtt.retry_in": "\(delay)",
+                ]
+                if let hint = failure.hint { metadata["mqtt.hint"] = "\(hint)" }
+                logger.warning("MQTT connect failed; retrying", metadata: metadata)
+                attemptFailed(failure)
             } else {
                 serviceConnection(pointer)
             }
@@ -655,7 +668,7 @@ extension MosquittoHandle {
         guard let pointer = mosquitto_new(configuration.clientID, configuration.cleanStart, nil) else {
             throw MQTTError.library(MosquittoLibrary.errno)
         }
-        do {
+        do throws(MQTTError) {
             try MosquittoLibrary.check(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5))
             // Our own thread runs the loop: packets from other threads are queued, and the loop woken.
             try MosquittoLibrary.check(mosquitto_threaded_set(pointer, true))
@@ -673,6 +686,13 @@ extension MosquittoHandle {
                 try MosquittoLibrary.check(mosquitto_username_pw_set(pointer, configuration.username, configuration.password))
             }
             if let tls = configuration.tls {
+                // libmosquitto says only "invalid arguments" for a file it cannot read: name the file and why.
+                for (what, path) in [("CA file", tls.caFile), ("certificate file", tls.certificateFile),
+                                     ("key file", tls.keyFile)] {
+                    guard let path, access(path, R_OK) != 0 else { continue }
+                    throw MQTTError.invalidArgument(
+                        "the \(what) \(path) cannot be read: \(MosquittoLibrary.systemErrorText(cmosquitto_errno()))")
+                }
                 try MosquittoLibrary.check(mosquitto_tls_set(pointer, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil))
             }
             if let will = configuration.will {

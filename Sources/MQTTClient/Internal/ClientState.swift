@@ -28,6 +28,8 @@ struct ClientState {
     var hasConnected = false
     /// A CONNACK success since the network thread last waited before reconnecting: the backoff starts over.
     var connectedSinceBackoff = false
+    /// Why the last attempt to connect failed (unreachable, refused, TLS), until the next connection.
+    var lastFailure: MQTTError?
 
     /// QoS > 0 messages waiting for room in the send window (all of them while disconnected), oldest first: the
     /// client hands libmosquitto at most a window's worth at a time, since libmosquitto walks its whole list of

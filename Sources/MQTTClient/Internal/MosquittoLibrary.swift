@@ -95,6 +95,44 @@ extension MQTTError {
         message: "the client was disconnected or closed before it connected"
     )
 
+    /// What a person should check when connecting failed this way; `nil` when there is nothing particular to say.
+    public var hint: String? {
+        switch kind {
+        case .connectionRefused:
+            switch code {
+            case 0x86: return "the user name or password is wrong"
+            // mosquitto 2.0 answers a wrong password with this too.
+            case 0x87: return "the user name or password is wrong, or this user may not connect (the broker's roles)"
+            case 0x85: return "the broker does not accept this client id"
+            default: return nil
+            }
+        case .system where code == ECONNREFUSED:
+            return "nothing listens there: is the broker running, on that port?"
+        case .system where code == ETIMEDOUT || code == EHOSTUNREACH || code == ENETUNREACH:
+            return "the broker's host does not answer: check the address and the network"
+        case .library where code == MOSQ_ERR_EAI.rawValue:
+            return "the broker's host name does not resolve"
+        case .library where code == MQTTError.tlsFailure:
+            return "TLS failed: check that the CA file signs the broker's certificate, that the broker's name is in it, "
+                + "and the client certificate and key"
+        default:
+            return nil
+        }
+    }
+
+    /// `MOSQ_ERR_TLS` and `MOSQ_ERR_AUTH`, for ``isPermanent``.
+    static let tlsFailure = MOSQ_ERR_TLS.rawValue
+    static let authenticationFailure = MOSQ_ERR_AUTH.rawValue
+
+    /// ``MQTTClient/waitUntilConnected(timeout:)`` when no connection came in time; names the last attempt's failure.
+    static func notConnected(host: String, port: Int, after timeout: Duration, lastFailure: MQTTError?) -> MQTTError {
+        let why = lastFailure.map { failure in ": \(failure.message)" + (failure.hint.map { " (\($0))" } ?? "") }
+            ?? ": no answer from the broker"
+        return MQTTError(
+            kind: .notConnected, code: MosquittoLibrary.noConnection,
+            message: "no connection to \(host):\(port) within \(timeout)\(why)")
+    }
+
     /// ``MQTTClient/waitUntilConnected()`` when its task was cancelled.
     static let cancelledWhileConnecting = MQTTError(
         kind: .disconnected, code: MosquittoLibrary.noConnection, message: "cancelled while waiting for the connection"
