@@ -43,10 +43,7 @@ if grep -q libaudiohub <<<"$(ldd "$work/hub-static" 2>&1 || true)"; then echo "h
 start_broker 18980 "$work" "$work/broker.log"
 "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id install-bridge >"$work/bridge.log" 2>&1 &
 bridge_pid=$!
-for _ in $(seq 100); do
-    grep -q "connected to the broker" "$work/bridge.log" && break
-    sleep 0.1
-done
+wait_for_bridge "$work/bridge.log"
 
 for hub in hub-c/hub hub-static; do
     output=$(printf 'inEar\nsources 12:34:56:78:9A:BC\nsources 12:34\noffHead\n' |

@@ -29,10 +29,7 @@ ${CC:-cc} -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -
 start_broker 18950 "$work" "$work/broker.log"
 "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id leak-bridge >"$work/bridge.log" 2>&1 &
 bridge_pid=$!
-for _ in $(seq 100); do
-    grep -q "connected to the broker" "$work/bridge.log" && break
-    sleep 0.1
-done
+wait_for_bridge "$work/bridge.log"
 
 start=$(date +%s)
 if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -149,9 +149,9 @@ import TestSupport
             #"{"sequence": "3", "sources": {"primary": "EjRWeJq8"}}"#,
             #"{"sequence": "4", "placement": {"placement": "PLACEMENT_ON_HEAD"}}"#,
         ] {
-            try broker.publish(topic: telemetry, message: json, qos: 1)
+            try await broker.publish(topic: telemetry, message: json, qos: 1)
         }
-        try broker.publish(
+        try await broker.publish(
             topic: "audio/sources/123456789abc/state", message: #"{"activity": "ACTIVITY_MEDIA"}"#, qos: 1, retain: true)
         let lines = try await subscriber.output()
         #expect(lines.count == 1)

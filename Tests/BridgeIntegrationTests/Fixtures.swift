@@ -72,7 +72,7 @@ final class Peer: Sendable {
             try client.subscribe(filter, qos: .atLeastOnce)
         }
         try client.start { message in inbox.messages.withLock { $0.append(message) } }
-        try await client.waitUntilConnected()
+        try await client.waitUntilConnected(timeout: .seconds(20))
         // The subscriptions are in place once a message of our own comes back through them.
         try client.publish(MQTTMessage(topic: readiness, payload: [1]))
         _ = try await waitFor(1, on: readiness)

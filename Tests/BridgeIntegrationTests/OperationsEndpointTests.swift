@@ -88,11 +88,15 @@ import TestSupport
         await broker.stop()
         let down = try await Self.waitFor(port, "/health/ready") { $0.status == 503 }
         #expect(down.body.contains("not connected to the broker"))
-        #expect(Self.value("accessory_bridge_broker_connected", in: try await Self.get(port, "/metrics").body) == 0)
+        // Readiness asks the client, which knows first; the gauge follows once the bridge has heard of it.
+        _ = try await Self.waitFor(port, "/metrics") { Self.value("accessory_bridge_broker_connected", in: $0.body) == 0 }
         #expect(try await Self.get(port, "/health/live").status == 200)
         try await broker.restart()
         _ = try await Self.waitFor(port, "/health/ready") { $0.status == 200 }
-        #expect(Self.value("accessory_bridge_broker_reconnects_total", in: try await Self.get(port, "/metrics").body) == 1)
+        let back = try await Self.waitFor(port, "/metrics") {
+            Self.value("accessory_bridge_broker_reconnects_total", in: $0.body) == 1
+        }
+        #expect(Self.value("accessory_bridge_broker_connected", in: back.body) == 1)
         await hub.close()
 
         bridge.signal(SIGTERM)

@@ -102,10 +102,11 @@ import TestSupport
                     default: properties.append(words[index]); index += 1
                     }
                 }
-                try broker.publish(topic: topic, message: message, qos: qos, retain: retain, properties: properties)
+                try await broker.publish(topic: topic, message: message, qos: qos, retain: retain, properties: properties)
             case .expect(let topic, let pairs):
                 // The next message on `topic` that shows every pair the README shows.
-                let deadline = ContinuousClock.now + .seconds(5)
+                // What must come costs nothing to wait for: a bound generous for a machine running every suite.
+                let deadline = ContinuousClock.now + .seconds(15)
                 var found = false
                 while !found && ContinuousClock.now < deadline {
                     let messages = observer.messages(on: topic)

@@ -45,10 +45,25 @@ import TestSupport
         mqtt.sessionExpiry = .seconds(600)
         mqtt.maximumInflightMessages = 200
         let client = try MQTTClient(configuration: mqtt, logger: Logger(label: hub))
-        try client.subscribe("audio/hubs/\(hub)/accessories/+/result", qos: .atLeastOnce)
-        try client.start { log.record($0) }
-        try await client.waitUntilConnected()
+        do {
+            try client.subscribe("audio/hubs/\(hub)/accessories/+/result", qos: .atLeastOnce)
+            try client.start { log.record($0) }
+            try await client.waitUntilConnected(timeout: .seconds(20))
+        } catch {
+            await client.close()
+            throw error
+        }
         return client
+    }
+
+    /// Sends, on `client`'s connection, a request about an accessory that was never paired, and waits for its answer.
+    /// The bridge handles what reaches it in order and answers on one connection: once this answer is in, every
+    /// answer or command the bridge published for what `client` sent before it has arrived at the subscribers of
+    /// `client`'s connection (`log`).
+    static func marker(_ client: MQTTClient, hub: String, log: ResultLog, timeout: Duration = .seconds(60)) async throws {
+        let id = "marker-\(UUID().uuidString.prefix(8))"
+        try send(client, hub: hub, accessory: "never-paired", .placement(.onHead), sequence: 0, id: id)
+        try await waitUntil("the marker's answer", timeout: timeout) { log.count(of: [id]) == 1 }
     }
 
     static func send(
@@ -153,10 +168,10 @@ import TestSupport
         // The last bridge works through what the broker kept for it: a debug build takes seconds. Until it processed
         // every accessory's last report, an answer that has not arrived may still come, and a resend would race it
         // (and get a "duplicate" answer beside the original one). Once it has, what is missing is lost.
-        let processed = try await Self.retainedStates(
-            broker, count: accessories, where: { $0.lastSequence == 102 }, timeout: .seconds(60))
+        // A marker sent behind the stream: once its answer is in, every answer still to come has come.
+        try await Self.marker(hub, hub: "crash-hub", log: log, timeout: .seconds(120))
+        let processed = try await Self.retainedStates(broker, count: accessories, where: { $0.lastSequence == 102 })
         #expect(processed.count == accessories, "the bridge processed every accessory's last report")
-        try await Self.waitForResults(log, streamIDs, patience: .seconds(2))
 
         // libmosquitto 2.0.11 acknowledges a message before the bridge answers it, and a crash loses the answers still
         // in the bridge's send window and queue: those requests are unanswered. The hub resends what was not
@@ -210,13 +225,17 @@ import TestSupport
         let devices = try MQTTClient(configuration: deviceConfiguration, logger: Logger(label: "devices"))
         defer { Task { await devices.close() } }
         try devices.subscribe("audio/sources/+/commands", qos: .atLeastOnce)
+        // The answer to a marker the devices send (below).
+        try devices.subscribe("audio/hubs/restart-devices/accessories/+/result", qos: .atLeastOnce)
+        let markers = ResultLog()
         try devices.start { message in
+            markers.record(message)
             guard case .sourceCommands(let source)? = try? Topic(parsing: message.topic, under: .default),
                 let command = try? Self.codec.decode(Audioaccessory_V1_SwitchCommand.self, from: message.payload, format: .protobuf)
             else { return }
             received.withLock { $0[source, default: []].append(command) }
         }
-        try await devices.waitUntilConnected()
+        try await devices.waitUntilConnected(timeout: .seconds(20))
 
         let log = ResultLog()
         let hub = try await Self.hubClient(broker, hub: "restart-hub", log: log)
@@ -255,14 +274,10 @@ import TestSupport
         #expect(log.count(of: streamIDs) == streamIDs.count)
 
         // Each device: ROUTE; PAUSE; then ROUTE and RESUME and PAUSE for each later pair of rounds: 59 commands,
-        // with sequences that never skip one.
+        // with sequences that never skip one. Every request was answered, so the bridge had published their commands;
+        // a marker from the devices' own connection comes back behind any that are still on their way to it.
         let expected = 2 + (rounds / 2 - 1) * 3
-        let deadline = ContinuousClock.now + .seconds(20)
-        while received.withLock({ $0.values.map(\.count).reduce(0, +) }) < expected * accessories,
-            ContinuousClock.now < deadline
-        {
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await Self.marker(devices, hub: "restart-devices", log: markers)
         let byDevice = received.withLock { $0 }
         for source in sources {
             let list = byDevice[source] ?? []
@@ -348,12 +363,13 @@ import TestSupport
         let earlier = status.messages(on: commandsTopic0)
         try Self.send(hub, hub: "big-hub", accessory: "acc-0", .placement(.offHead), sequence: 5, id: "off0")
         try Self.send(hub, hub: "big-hub", accessory: "acc-1", .placement(.onHead), sequence: 5, id: "on1")
-        let paused = try await status.waitFor(earlier.count + 1, on: commandsTopic0).last!
+        let paused = try #require(try await status.waitFor(earlier.count + 1, on: commandsTopic0).last)
         let pause = try Self.codec.decode(Audioaccessory_V1_SwitchCommand.self, from: paused.payload, format: .protobuf)
         #expect(pause.action == .pause)
-        let route = try Self.codec.decode(Audioaccessory_V1_SwitchCommand.self, from: earlier.last!.payload, format: .protobuf)
+        let route = try Self.codec.decode(
+            Audioaccessory_V1_SwitchCommand.self, from: try #require(earlier.last).payload, format: .protobuf)
         #expect(pause.sequence > route.sequence, "sequences keep increasing across the restart")
-        let routed = try await status.waitFor(1, on: commandsTopic1).last!
+        let routed = try #require(try await status.waitFor(1, on: commandsTopic1).last)
         #expect(try Self.codec.decode(Audioaccessory_V1_SwitchCommand.self, from: routed.payload, format: .protobuf).action == .routeToAccessory)
         await status.close()
         try await bridge.stop()
@@ -376,8 +392,13 @@ import TestSupport
         let stateTopic = "audio/accessories/headphones/state"
         let states = hub.messages(on: stateTopic).count
         hubProcess.kill()
-        let stale = try await hub.waitFor(states + 1, on: stateTopic).last!
-        let state = try Self.codec.decode(Audioaccessory_V1_AccessoryState.self, from: stale.payload, format: .protobuf)
+        // The next states: a stale one comes (one for the media report may come before it).
+        var state = Audioaccessory_V1_AccessoryState()
+        try await waitUntil("a stale state") {
+            guard let last = hub.messages(on: stateTopic).dropFirst(states).last else { return false }
+            state = try Self.codec.decode(Audioaccessory_V1_AccessoryState.self, from: last.payload, format: .protobuf)
+            return state.stale
+        }
         #expect(state.stale)
         #expect(state.diagnostics.contains { $0.contains("hub hub-1 is offline") })
         let released = try await hub.waitForCommands(2, for: phone)
@@ -421,8 +442,9 @@ import TestSupport
             if result.requestID == "p\(index)", result.error == .none { answered += 1 }
         }
         #expect(answered == count)
+        // Whether the queue filled (and reading paused) depends on how fast the broker acknowledges: not asserted
+        // here (PublishingSessionTests makes it happen for sure). What must hold either way: nothing was refused.
         let lines = logs.all
-        #expect(lines.contains { $0.contains("MQTT reading paused") }, "the burst never filled the queue")
         #expect(!lines.contains { $0.contains("refused") || $0.contains("publish failed") }, "\(lines.filter { $0.contains("refused") || $0.contains("publish failed") }.prefix(3))")
         await hub.close()
         try await bridge.stop()

@@ -329,7 +329,8 @@ int main(int argc, char **argv)
     check(audiohub_loop_start(hub), "loop_start");
     accepted(&tally, audiohub_placement(hub, "leak-reborn", AUDIOHUB_PLACEMENT_IN_EAR, completed, (void *)&EXPECT_NONE),
              "gap");
-    for (int i = 0; i < 1000; i++) {
+    /* Up to 60 s, as wait_window: under AddressSanitizer on a busy machine, seconds. */
+    for (int i = 0; i < 6000; i++) {
         audiohub_stats_get(hub, &stats);
         if (stats.rebirth_requests == 3 && stats.queued == 0) {
             break;

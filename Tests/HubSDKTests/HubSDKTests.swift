@@ -347,20 +347,20 @@ import Glibc
                         "--rate", "2", "--seconds", "120", "--quiet"],
             outputPath: fixture.broker.directory.appendingPathComponent("hub-sim.log").path)
         try await waitUntil("hub-sim's status", timeout: .seconds(20)) {
-            (try? hubStatus(fixture.broker, status))?.online == true
+            (try? await hubStatus(fixture.broker, status))?.online == true
         }
-        let online = try hubStatus(fixture.broker, status)
+        let online = try await hubStatus(fixture.broker, status)
         #expect(online.online && online.sinceUnixMs > 0)
         // Its accessories are set up and fresh.
         try await waitUntil("an accessory state", timeout: .seconds(20)) {
-            (try? blockingRetainedState(fixture.broker, "will-h0-a0"))?.registration == .registered
+            (try? await retainedState(fixture.broker, "will-h0-a0"))?.registration == .registered
         }
         simulator.signal(SIGKILL)
         _ = try await simulator.exit()
-        try await waitUntil("the will", timeout: .seconds(10)) { (try? hubStatus(fixture.broker, status))?.online == false }
+        try await waitUntil("the will", timeout: .seconds(10)) { (try? await hubStatus(fixture.broker, status))?.online == false }
         // The bridge marks the killed hub's accessories stale.
         try await waitUntil("stale accessories", timeout: .seconds(10)) {
-            (try? blockingRetainedState(fixture.broker, "will-h0-a0"))?.stale == true
+            (try? await retainedState(fixture.broker, "will-h0-a0"))?.stale == true
         }
     }
 
@@ -368,12 +368,12 @@ import Glibc
         let broker = try await MosquittoBroker()
         let hub = try TestHub("sdk-bye", broker: broker)
         try await hub.waitUntilConnected()
-        #expect(try hubStatus(broker, "audio/hubs/sdk-bye/status").online)
+        #expect(try await hubStatus(broker, "audio/hubs/sdk-bye/status").online)
         let offset = broker.logLength
         #expect(audiohub_disconnect(hub.handle) == AUDIOHUB_ERR_SUCCESS)
         #expect(audiohub_loop_stop(hub.handle, false) == AUDIOHUB_ERR_SUCCESS)
         try await broker.waitForLog("Client sdk-bye disconnected.", after: offset)
-        let offline = try hubStatus(broker, "audio/hubs/sdk-bye/status")
+        let offline = try await hubStatus(broker, "audio/hubs/sdk-bye/status")
         #expect(!offline.online && offline.sinceUnixMs > 0)
         #expect(audiohub_loop(hub.handle, 0) == AUDIOHUB_ERR_NO_CONN)
     }
@@ -493,8 +493,8 @@ import Glibc
     }
 
     @Test func connectsOverTLSWithTheCAAndNotWithAStrangersCA() async throws {
-        let certificates = try makeCertificates()
-        let stranger = try makeCertificates()
+        let certificates = try await makeCertificates()
+        let stranger = try await makeCertificates()
         let broker = try await MosquittoBroker(extraConfig: """
             cafile \(certificates.path)/ca.crt
             certfile \(certificates.path)/server.crt
@@ -506,7 +506,7 @@ import Glibc
         }
         try await trusted.waitUntilConnected()
         let tls = ["-h", "localhost", "--cafile", certificates.path + "/ca.crt"]
-        #expect(try hubStatus(broker, "audio/hubs/sdk-tls/status", arguments: tls).online)
+        #expect(try await hubStatus(broker, "audio/hubs/sdk-tls/status", arguments: tls).online)
         let untrusted = try TestHub("sdk-tls-stranger", broker: broker, url: url) {
             _ = audiohub_tls_set($0, stranger.path + "/ca.crt", nil, nil)
         }
@@ -518,14 +518,10 @@ import Glibc
 
 // MARK: - Reading retained messages
 
-/// The retained state of `accessory`, read with mosquitto_sub.
-func retainedState(_ broker: MosquittoBroker, _ accessory: String) async throws -> Audioaccessory_V1_AccessoryState {
-    try blockingRetainedState(broker, accessory)
-}
 
 /// The retained message on `topic`, read with `mosquitto_sub -C 1 -W 2 -N` (raw bytes); `arguments` go before the
 /// others (`-h localhost --cafile ca.crt` for TLS).
-func retainedPayload(_ broker: MosquittoBroker, _ topic: String, arguments: [String] = []) throws -> [UInt8] {
+func retainedPayload(_ broker: MosquittoBroker, _ topic: String, arguments: [String] = []) async throws -> [UInt8] {
     let tool = try MosquittoBroker.findTool("mosquitto_sub", package: "mosquitto-clients")
     let output = broker.directory.appendingPathComponent("retained-\(UUID().uuidString).bin")
     defer { try? FileManager.default.removeItem(at: output) }
@@ -535,29 +531,31 @@ func retainedPayload(_ broker: MosquittoBroker, _ topic: String, arguments: [Str
         arguments: ["-c", "out=\"$1\"; shift; exec \"$0\" \"$@\" > \"$out\"", tool, output.path, "-h", "127.0.0.1"]
             + arguments + ["-p", "\(broker.port)", "-V", "mqttv5", "-t", topic, "-C", "1", "-W", "2", "-N", "--retained-only"],
         outputPath: "/dev/null")
-    guard process.waitForExit(timeout: .seconds(5)), process.exitCode == 0 else {
+    guard try await process.exit(timeout: .seconds(5)) == 0 else {
         throw TestFailure("no retained message on \(topic)")
     }
     return [UInt8](try Data(contentsOf: output))
 }
 
-func blockingRetainedState(_ broker: MosquittoBroker, _ accessory: String) throws -> Audioaccessory_V1_AccessoryState {
-    try Audioaccessory_V1_AccessoryState(serializedBytes: retainedPayload(broker, "audio/accessories/\(accessory)/state"))
+/// The retained state of `accessory`, read with mosquitto_sub.
+func retainedState(_ broker: MosquittoBroker, _ accessory: String) async throws -> Audioaccessory_V1_AccessoryState {
+    try Audioaccessory_V1_AccessoryState(
+        serializedBytes: await retainedPayload(broker, "audio/accessories/\(accessory)/state"))
 }
 
 func hubStatus(
     _ broker: MosquittoBroker, _ topic: String, arguments: [String] = []
-) throws -> Audioaccessory_V1_HubStatus {
-    try Audioaccessory_V1_HubStatus(serializedBytes: retainedPayload(broker, topic, arguments: arguments))
+) async throws -> Audioaccessory_V1_HubStatus {
+    try Audioaccessory_V1_HubStatus(serializedBytes: await retainedPayload(broker, topic, arguments: arguments))
 }
 
 /// A throw-away CA with server and client certificates, from deploy/mosquitto/make-certs.sh.
-func makeCertificates() throws -> URL {
+func makeCertificates() async throws -> URL {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh")
     let process = try ChildProcess(executable: script.path, arguments: [directory.path], outputPath: "/dev/null")
-    guard process.waitForExit(timeout: .seconds(30)), process.exitCode == 0 else {
+    guard try await process.exit(timeout: .seconds(30)) == 0 else {
         throw TestFailure("make-certs.sh failed")
     }
     return directory

@@ -75,7 +75,7 @@ struct ErrorTests {
             #expect(error.message == "Not authorized")
         }
         // The allowed one works.
-        try broker.publish(topic: "allowed/x", message: "ok", qos: 1)
+        try await broker.publish(topic: "allowed/x", message: "ok", qos: 1)
         #expect(try await client.inbox.waitForMessages(count: 1).map(\.text) == ["ok"])
     }
 }

@@ -76,7 +76,7 @@ struct MessageTests {
         let subscriber = try TestClient(broker)
         try await subscriber.connect()
         try await subscriber.subscribe("props/pub")
-        try broker.publish(
+        try await broker.publish(
             topic: "props/pub", message: "from mosquitto_pub", qos: 1,
             properties: [
                 "-D", "publish", "content-type", "application/json",
@@ -127,7 +127,7 @@ struct MessageTests {
         #expect(client.inbox.messages(on: "nolocal/data").isEmpty)
 
         // Others' messages still arrive.
-        try broker.publish(topic: "nolocal/data", message: "other", qos: 1)
+        try await broker.publish(topic: "nolocal/data", message: "other", qos: 1)
         let data = try await client.inbox.waitForMessages(count: 1, on: "nolocal/data")
         #expect(data.map(\.text) == ["other"])
     }
@@ -191,22 +191,22 @@ struct MessageTests {
         configuration.port = broker.port
         let client = try MQTTClient(configuration: configuration, logger: testLogger)
         let messages = try client.startStreaming()
-        try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
-        let offset = broker.logLength
-        try client.subscribe("stream/#")
-        try await broker.waitForLog("\(configuration.clientID) 1 stream/#", after: offset)
-        for index in 0..<3 {
-            try broker.publish(topic: "stream/\(index)", message: "m\(index)", qos: 1)
-        }
         var iterator = messages.makeAsyncIterator()
-        var received: [String] = []
-        for _ in 0..<3 {
-            if let message = await iterator.next() { received.append(message.text) }
+        try await closing(client) {
+            try await withTimeout(.seconds(10), "connecting") { try await client.waitUntilConnected() }
+            let offset = broker.logLength
+            try client.subscribe("stream/#")
+            try await broker.waitForLog("\(configuration.clientID) 1 stream/#", after: offset)
+            for index in 0..<3 {
+                try await broker.publish(topic: "stream/\(index)", message: "m\(index)", qos: 1)
+            }
+            var received: [String] = []
+            for _ in 0..<3 {
+                if let message = await iterator.next() { received.append(message.text) }
+            }
+            #expect(received == ["m0", "m1", "m2"])
         }
-        #expect(received == ["m0", "m1", "m2"])
-
-        await client.close()
-        // The stream ends.
+        // Closed: the stream ends.
         #expect(await iterator.next() == nil)
     }
 
@@ -239,7 +239,11 @@ struct MessageTests {
         for index in 0..<count {
             try publisher.client.publish(MQTTMessage(topic: "batch/\(index)", payload: [UInt8(index)], qos: .atLeastOnce))
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // All of them wait in the subscriber's socket: libmosquitto reads one packet at a time, and the held handler
+        // keeps it from reading the next, so the kernel's receive queue holds them, 15 or 16 bytes each (950 in all).
+        try await waitUntil("the batch in the subscriber's socket") {
+            socketReceiveQueues(toPort: broker.port).contains { $0 >= 950 }
+        }
         let turnsBefore = handler.release()
         try await withTimeout(.seconds(10), "the waiting messages") { await handler.waitForMessages(warmUp + count + 1) }
 
@@ -295,5 +299,21 @@ private final class TurnCountingHandler: MQTTClientHandler {
 
     func waitForMessages(_ count: Int) async {
         while state.withLock({ $0.topics.count }) < count { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+}
+
+/// The bytes waiting in the receive queue of each of this process's TCP connections to the loopback `port`, from
+/// `/proc/self/net/tcp` (Linux): a line's `rem_address` is `0100007F:<port in hex>`, its `tx_queue:rx_queue` in hex.
+func socketReceiveQueues(toPort port: Int) -> [Int] {
+    // Read to the end: a /proc file says it is empty, and a reader that trusts its size gets the first page only.
+    guard let handle = FileHandle(forReadingAtPath: "/proc/self/net/tcp") else { return [] }
+    defer { try? handle.close() }
+    guard let data = try? handle.readToEnd() else { return [] }
+    let table = String(decoding: data, as: UTF8.self)
+    let remote = String(format: "0100007F:%04X", port)
+    return table.split(separator: "\n").dropFirst().compactMap { line in
+        let fields = line.split(separator: " ")
+        guard fields.count > 4, fields[2] == remote else { return nil }
+        return fields[4].split(separator: ":").last.flatMap { Int($0, radix: 16) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MQTTClient
 import Synchronization
 import Testing
@@ -12,11 +13,14 @@ struct PublishingSessionTests {
     final class Echo: MQTTClientHandler {
         struct Record {
             var received: [String] = []
+            /// When each was received.
+            var receivedAt: [ContinuousClock.Instant] = []
             var refused: [MQTTError] = []
             var events: [MQTTEvent] = []
         }
 
-        let client: MQTTClient
+        /// Weak: the client holds its handler until it is closed.
+        weak let client: MQTTClient?
         let record = Mutex(Record())
 
         init(_ client: MQTTClient) {
@@ -26,14 +30,17 @@ struct PublishingSessionTests {
         func received(_ message: MQTTMessage) {
             let echo = MQTTMessage(
                 topic: "out/" + message.topic.dropFirst("in/".count), payload: message.payload, retain: true)
+            let refusal: MQTTError?
             do {
-                try client.publish(echo)
-                record.withLock { $0.received.append(message.topic) }
+                try client?.publish(echo)
+                refusal = nil
             } catch {
-                record.withLock {
-                    $0.received.append(message.topic)
-                    $0.refused.append(error)
-                }
+                refusal = error
+            }
+            record.withLock {
+                $0.received.append(message.topic)
+                $0.receivedAt.append(.now)
+                if let refusal { $0.refused.append(refusal) }
             }
         }
 
@@ -55,8 +62,9 @@ struct PublishingSessionTests {
     }
 
     /// An echo client receiving on one broker and publishing to another, which is down at first: what the handler
-    /// publishes waits in the client. It has subscribed, and 20 messages are on their way to it.
-    struct Setup {
+    /// publishes waits in the client. It has subscribed, and 20 messages are on their way to it. Its client closes
+    /// when it goes away, also when a test fails midway.
+    final class Setup: Sendable {
         let inbound: MosquittoBroker
         let outbound: MosquittoBroker
         let clientID: String
@@ -64,7 +72,9 @@ struct PublishingSessionTests {
         let echo: Echo
         let sender: TestClient
 
-        init(queueBound: Int, configure: (inout MQTTConfiguration) -> Void = { _ in }) async throws {
+        init(
+            queueBound: Int, logger: Logger = testLogger, configure: (inout MQTTConfiguration) -> Void = { _ in }
+        ) async throws {
             inbound = try await MosquittoBroker()
             outbound = try await MosquittoBroker()
             await outbound.stop()
@@ -76,13 +86,24 @@ struct PublishingSessionTests {
             var publishing = receiving.publishingSession
             publishing.port = outbound.port
             publishing.maximumPendingMessages = queueBound
-            client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
-            echo = Echo(client)
-            try client.subscribe("in/#", qos: .atLeastOnce)
-            try client.start(echo)
-            try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
-            sender = try TestClient(inbound)
-            try await sender.connect()
+            let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: logger)
+            self.client = client
+            let echo = Echo(client)
+            self.echo = echo
+            do {
+                try client.subscribe("in/#", qos: .atLeastOnce)
+                try client.start(echo)
+                try await inbound.waitForLog("\(clientID) 1 in/#", timeout: .seconds(10))
+                sender = try TestClient(inbound)
+                try await sender.connect()
+            } catch {
+                await client.close()
+                throw error
+            }
+        }
+
+        deinit {
+            client.syncClose()
         }
 
         func sendTwenty() throws {
@@ -94,15 +115,16 @@ struct PublishingSessionTests {
 
     @Test func readingWaitsWhileWhatItPublishesCannotLeaveAndNothingIsRefused() async throws {
         // Reading pauses once more than 4 wait, and resumes once at most 2 do.
-        let setup = try await Setup(queueBound: 8) { receiving in
+        let logs = LogRecorder()
+        let setup = try await Setup(queueBound: 8, logger: Logger(label: "echo") { _ in logs }) { receiving in
             receiving.reconnectDelay = .milliseconds(100)
             receiving.maximumReconnectDelay = .milliseconds(200)
         }
         let (client, echo) = (setup.client, setup.echo)
         try setup.sendTwenty()
-        try await echo.waitUntilReceived(5)
-        // It stops there: the five it published wait, and the rest waits at the broker.
-        try await Task.sleep(for: .seconds(1))
+        // It stops there: the client says so before it would read the sixth, and reads nothing more for half a
+        // keep-alive (15 s). The five it published wait, and the rest waits at the broker.
+        try await waitUntil("reading paused") { logs.all.contains { $0.contains("MQTT reading paused") } }
         #expect(echo.received.count == 5)
         #expect(client.pendingMessages == 5)
         // One connection as far as the handler knows: not up while the publishing session is not.
@@ -126,11 +148,17 @@ struct PublishingSessionTests {
         let offset = inbound.logLength
         try setup.sendTwenty()
         try await echo.waitUntilReceived(9)
-        // Paused for longer than a keep-alive and a half, after which the broker would drop a silent client: a
-        // packet every 2.5 s keeps it.
-        try await Task.sleep(for: .seconds(9))
-        #expect((11...13).contains(echo.received.count), "\(echo.received.count)")
+        // Paused (9 wait, more than half of 16), it reads one packet every half keep-alive (2.5 s), never sooner; the
+        // third of those comes after a keep-alive and a half (7.5 s), when the broker would have dropped a silent
+        // client: it arrives on the same connection, which therefore stayed up.
+        try await echo.waitUntilReceived(12, timeout: .seconds(60))
+        let times = echo.record.withLock { $0.receivedAt }
+        for index in 9..<12 {
+            #expect(times[index] - times[index - 1] >= .milliseconds(2000), "read \(index) came too soon")
+        }
+        #expect(times[11] - times[8] >= .milliseconds(7500))
         #expect(echo.record.withLock { $0.refused }.isEmpty)
+        #expect(echo.record.withLock { $0.events }.allSatisfy { $0.lostConnectionError == nil })
         #expect(
             !inbound.log().dropFirst(offset).contains("Client \(setup.clientID) "), "\(inbound.log().dropFirst(offset))")
 
@@ -147,39 +175,40 @@ struct PublishingSessionTests {
         receiving.maximumReconnectDelay = .milliseconds(200)
         let client = try MQTTClient(configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
         let echo = Echo(client)
-        try client.subscribe("in/#", qos: .atLeastOnce)
-        try client.start(echo)
-        try await client.waitUntilConnected()
-        let observer = try TestClient(broker)
-        try await observer.connect()
-        try await observer.subscribe("out/#")
-        let offset = broker.logLength
+        try await closing(client) {
+            try client.subscribe("in/#", qos: .atLeastOnce)
+            try client.start(echo)
+            try await client.waitUntilConnected(timeout: .seconds(10))
+            let observer = try TestClient(broker)
+            try await observer.connect()
+            try await observer.subscribe("out/#")
+            let offset = broker.logLength
 
-        // Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
-        let usurper = try await broker.startSubscriber(
-            topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
-        usurper.kill()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while echo.record.withLock({ $0.events.filter(\.isConnected).count }) < 2 {
-            guard ContinuousClock.now < deadline else {
-                throw TimeoutError(description: "not connected again: \(echo.record.withLock { $0.events })")
+            // Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
+            let usurper = try await broker.startSubscriber(
+                topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
+            usurper.kill()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while echo.record.withLock({ $0.events.filter(\.isConnected).count }) < 2 {
+                guard ContinuousClock.now < deadline else {
+                    throw TimeoutError(description: "not connected again: \(echo.record.withLock { $0.events })")
+                }
+                try await Task.sleep(for: .milliseconds(10))
             }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let events = echo.record.withLock { $0.events }
-        #expect(events.first == .connected(sessionPresent: false))
-        #expect(events.contains { $0.lostConnectionError != nil }, "\(events)")
-        #expect(events.last == .connected(sessionPresent: false))
+            let events = echo.record.withLock { $0.events }
+            #expect(events.first == .connected(sessionPresent: false))
+            #expect(events.contains { $0.lostConnectionError != nil }, "\(events)")
+            #expect(events.last == .connected(sessionPresent: false))
 
-        // It publishes again, and the receiving connection never went.
-        let sender = try TestClient(broker)
-        try await sender.connect()
-        for index in 0..<5 {
-            try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+            // It publishes again, and the receiving connection never went.
+            let sender = try TestClient(broker)
+            try await sender.connect()
+            for index in 0..<5 {
+                try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+            }
+            let echoed = try await observer.inbox.waitForMessages(count: 5, on: nil)
+            #expect(Set(echoed.map(\.topic)) == Set((0..<5).map { "out/\($0)" }))
+            #expect(!broker.log().dropFirst(offset).contains("Client \(clientID) "), "\(broker.log().dropFirst(offset))")
         }
-        let echoed = try await observer.inbox.waitForMessages(count: 5, on: nil)
-        #expect(Set(echoed.map(\.topic)) == Set((0..<5).map { "out/\($0)" }))
-        #expect(!broker.log().dropFirst(offset).contains("Client \(clientID) "), "\(broker.log().dropFirst(offset))")
-        await client.close()
     }
 }

@@ -24,6 +24,19 @@ func withTimeout<T: Sendable>(
     }
 }
 
+/// Runs `body`, then closes `client`, also when `body` throws: a client released without close() asserts in a debug
+/// build, which would end every test of the run.
+func closing<T>(_ client: MQTTClient, _ body: () async throws -> T) async throws -> T {
+    do {
+        let result = try await body()
+        await client.close()
+        return result
+    } catch {
+        await client.close()
+        throw error
+    }
+}
+
 /// Quiet unless `MQTT_TEST_LOG_LEVEL` (trace, debug, info, ...) is set.
 let testLogger: Logger = {
     guard let name = ProcessInfo.processInfo.environment["MQTT_TEST_LOG_LEVEL"], let level = Logger.Level(rawValue: name)

@@ -24,7 +24,7 @@ public struct MosquittoBrokerError: Error, CustomStringConvertible {
 ///
 /// ```swift
 /// let broker = try await MosquittoBroker()
-/// try broker.publish(topic: "a/b", message: "hello")
+/// try await broker.publish(topic: "a/b", message: "hello")
 /// ```
 public final class MosquittoBroker: Sendable {
     /// The loopback address the broker listens on.
@@ -72,7 +72,7 @@ public final class MosquittoBroker: Sendable {
             let passwd = try Self.findTool("mosquitto_passwd", package: "mosquitto")
             _ = FileManager.default.createFile(atPath: file.path, contents: nil)
             for (name, password) in users.sorted(by: { $0.key < $1.key }) {
-                try Self.run(passwd, ["-b", file.path, name, password], outputIn: directory)
+                try await Self.run(passwd, ["-b", file.path, name, password], outputIn: directory)
             }
             passwordFile = file
         }
@@ -213,14 +213,14 @@ public final class MosquittoBroker: Sendable {
     public func publish(
         topic: String, message: String, qos: Int = 0, retain: Bool = false, version: String = "mqttv5",
         properties: [String] = []
-    ) throws {
+    ) async throws {
         let tool = try Self.findTool("mosquitto_pub", package: "mosquitto-clients")
         var arguments = [
             "-h", host, "-p", "\(port)", "-V", version, "-i", "pub-\(UUID().uuidString.prefix(8))",
             "-t", topic, "-m", message, "-q", "\(qos)",
         ]
         if retain { arguments.append("-r") }
-        try run(tool, arguments + properties)
+        try await run(tool, arguments + properties)
     }
 
     /// Receives `count` messages with `mosquitto_sub -V mqttv5 -v` and returns them as `"topic payload"` lines;
@@ -387,26 +387,21 @@ public final class MosquittoBroker: Sendable {
         _ = process.waitForExit(timeout: .seconds(5))
     }
 
-    /// Runs a tool to completion (blocking, for short-lived tools); throws with its output when it fails.
+    /// Runs a tool to completion (without blocking a thread); throws with its output when it fails.
     @discardableResult
-    func run(_ executable: String, _ arguments: [String]) throws -> String {
-        try Self.run(executable, arguments, outputIn: directory)
+    func run(_ executable: String, _ arguments: [String]) async throws -> String {
+        try await Self.run(executable, arguments, outputIn: directory)
     }
 
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], outputIn directory: URL) throws -> String {
+    static func run(_ executable: String, _ arguments: [String], outputIn directory: URL) async throws -> String {
         let outputFile = directory.appendingPathComponent("run-\(UUID().uuidString).out")
         defer { try? FileManager.default.removeItem(at: outputFile) }
         let process = try ChildProcess(executable: executable, arguments: arguments, outputPath: outputFile.path)
-        guard process.waitForExit(timeout: .seconds(30)) else {
-            process.signal(SIGKILL)
-            throw MosquittoBrokerError("\(executable) \(arguments.joined(separator: " ")) did not finish in 30 s")
-        }
+        let status = try await process.exit(timeout: .seconds(30))
         let text = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-        guard process.exitCode == 0 else {
-            throw MosquittoBrokerError(
-                "\(executable) \(arguments.joined(separator: " ")) exited with \(process.exitCode ?? -1): \(text)"
-            )
+        guard status == 0 else {
+            throw MosquittoBrokerError("\(executable) \(arguments.joined(separator: " ")) exited with \(status): \(text)")
         }
         return text
     }

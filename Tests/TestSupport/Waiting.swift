@@ -14,12 +14,12 @@ public struct WaitTimeout: Error, CustomStringConvertible {
 /// For what must happen. That something does not happen is never shown by waiting: wait for something that happens
 /// after it (a later message on the same connection, a marker's round trip), then look.
 public func waitUntil(
-    _ what: String, timeout: Duration = .seconds(15), _ condition: () throws -> Bool
+    _ what: String, timeout: Duration = .seconds(15), _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
-    while try !condition() {
+    while try await !condition() {
         guard ContinuousClock.now < deadline else {
-            if try condition() { return }
+            if try await condition() { return }
             throw WaitTimeout("timed out after \(timeout) waiting for \(what)")
         }
         try await Task.sleep(for: .milliseconds(10))

@@ -23,3 +23,17 @@ start_broker() {
     echo "mosquitto did not start on port $port" >&2
     return 1
 }
+
+# wait_for_bridge LOG_FILE [SECONDS (60)]
+#   Returns once the bridge writing LOG_FILE says it is connected (after its subscriptions were sent); fails, saying
+#   so with the log's end, when it has not after SECONDS.
+wait_for_bridge() {
+    local log=$1 seconds=${2:-60}
+    for _ in $(seq $((seconds * 10))); do
+        grep -q "connected to the broker" "$log" && return 0
+        sleep 0.1
+    done
+    echo "the bridge did not connect within $seconds s; its log ends:" >&2
+    tail -20 "$log" >&2
+    return 1
+}
