@@ -11,6 +11,12 @@ HOGS=${HOGS:-2}
 out=.build-stress/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 
+# The tests a run's log names as failing: Swift Testing marks each "✘ Test name() failed ..." (or "recorded an
+# issue"), and the whole run "✘ Test run with N tests ... failed".
+failing_tests() {
+    sed -n 's/^✘ Test \(.*\) \(failed\|recorded an issue\).*/\1/p' "$1" | grep -v '^run with ' | sort -u
+}
+
 hogs=()
 stop_hogs() { [ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }
 trap 'stop_hogs; exit 130' INT TERM
@@ -32,8 +38,7 @@ for run in $(seq "$RUNS"); do
     TMPDIR="$PWD/$tmp" KEEP_BROKER_FILES=1 scripts/run-tests.sh --parallel >"$log" 2>&1
     status=$?
     seconds=$(( $(date +%s) - started ))
-    # Swift Testing marks each failing test "✘ Test name() failed ..." (or "recorded an issue").
-    failed=$(sed -n 's/^✘ Test \(.*\) \(failed\|recorded an issue\).*/\1/p' "$log" | sort -u | tr '\n' ' ')
+    failed=$(failing_tests "$log" | tr '\n' ' ')
     if [ "$status" -eq 0 ]; then
         passed=$((passed + 1))
         rm -rf "$tmp"
@@ -50,7 +55,7 @@ echo "test-stress: $passed of $RUNS runs passed with $HOGS CPU hogs" | tee -a "$
 if [ "$passed" -ne "$RUNS" ]; then
     echo "failing tests (runs):" | tee -a "$out/table.txt"
     for run in $(seq "$RUNS"); do
-        sed -n 's/^✘ Test \(.*\) \(failed\|recorded an issue\).*/\1/p' "$out/run-$run.log" | sort -u | sed "s/\$/\t$run/"
+        failing_tests "$out/run-$run.log" | sed "s/\$/\t$run/"
     done | awk -F'\t' '{ runs[$1] = runs[$1] " " $2; count[$1]++ } END { for (t in runs) printf "  %s: %d (runs%s)\n", t, count[t], runs[t] }' \
         | tee -a "$out/table.txt"
     exit 1

@@ -150,7 +150,7 @@ public final class AccessoryBridgeService: Service {
         mqtt.maximumIncomingInflightMessages = 65_535
         let root = configuration.topicRoot
         // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
-        let marker = "\(root)/bridge/rebuild/\(instanceID)"
+        let marker = root.rebuildMarker(instanceID)
         // Decoded on the reader's network thread as they arrive, and restored on this task meanwhile, a batch at a
         // time (there may be a million).
         let collected = RetainedStates(marker: marker, processor: processor)

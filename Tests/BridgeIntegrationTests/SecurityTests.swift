@@ -15,15 +15,17 @@ import Glibc
 import Darwin
 #endif
 
-/// The broker secured as deploy/mosquitto secures it: a TLS listener (certificates from make-certs.sh), a password
-/// for every client, and the repository's own ACL file, read as it is. The clients are the real bridge, hubs,
-/// playing devices and a home-automation user, each logged in as deploy/mosquitto/acl names them.
+/// The broker secured as deploy/mosquitto secures it: its mosquitto.conf as shipped (one TLS listener, certificates
+/// from make-certs.sh), a password for every client, and a role for each (the dynamic security plugin, set up as
+/// `accessoryctl roles` does). The clients are the real bridge, hubs, playing devices and a home-automation user. The
+/// older set-up, a password file and deploy/mosquitto/acl, is checked for its documented limit.
 ///
-/// What mosquitto 2.0.11 does with the ACL, and what these tests rely on: a PUBLISH the sender may not write is
-/// dropped (an MQTT 5 QoS 1 sender gets PUBACK 0x87); every subscription is granted, whatever its filter, and only
-/// what the subscriber may read is delivered, retained messages included. So a check that something does NOT arrive
-/// never sleeps: it first makes something arrive that the broker or the bridge can only send after it, on the same
-/// connection (mosquitto handles each client's packets in order, and the bridge handles messages in order).
+/// What mosquitto 2.0.11 does with the roles (and with the ACL file alike), and what these tests rely on: a PUBLISH
+/// the sender may not write is dropped (an MQTT 5 QoS 1 sender gets PUBACK 0x87); every subscription is granted,
+/// whatever its filter, and only what the subscriber may read is delivered, retained messages included. So a check
+/// that something does NOT arrive never sleeps: it first makes something arrive that the broker or the bridge can only
+/// send after it, on the same connection (mosquitto handles each client's packets in order, and the bridge handles
+/// messages in order).
 @Suite struct SecurityTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto")
@@ -423,8 +425,9 @@ import Darwin
 
     // MARK: - (5) No anonymous clients, no wrong passwords
 
-    @Test func anonymousClientsAndWrongPasswordsAreRefused() async throws {
-        let secure = try await SecureBroker()
+    @Test(arguments: [Access.roles, .aclFile])
+    func anonymousClientsAndWrongPasswordsAreRefused(access: Access) async throws {
+        let secure = try await SecureBroker(access: access)
         let attempts: [(user: String?, password: String?)] = [
             (nil, nil),  // anonymous
             (Self.hub1, "wrong"),
@@ -442,6 +445,113 @@ import Darwin
         let hub = try await Client(Self.hub1, on: secure)
         #expect(hub.mqtt.isConnected)
         await hub.close()
+    }
+
+    // MARK: - Roles close what patterns leave open
+
+    /// A device's user name (its address) is also a valid hub id, and a hub's user name could be anything: with roles,
+    /// each has its own topics and no other's. The observer reads everything, so a message the broker took would reach
+    /// it, and before the marker each sender publishes last on a topic of its own.
+    @Test func aDeviceCannotSpeakAsAHubNorAHubAsADevice() async throws {
+        let secure = try await SecureBroker()
+        let observer = try await Client(secure.observer, on: secure, subscribe: ["audio/#"])
+        let device = try await Client(Self.source1.topicID, on: secure)
+        let hub = try await Client(Self.hub1, on: secure)
+        let asHub = "audio/hubs/\(Self.source1.topicID)"
+        let forged = Self.codec.encode(
+            Audioaccessory_V1_AccessoryTelemetry(.paired(name: "Squatter", model: "", hardwareCapabilities: .all)),
+            as: .protobuf)
+        // The device as the hub of its address: telemetry (pairing an id other hubs will need) and a status.
+        try device.publish("\(asHub)/accessories/squatted/telemetry", forged)
+        try device.publish("\(asHub)/status", Self.hubStatus(online: true), retain: true)
+        try device.report(.media)
+        // The hub as a device: its state, and another hub's telemetry.
+        try hub.publish(Topic.sourceState(source: Self.source2).name(under: .default), Self.sourceState(.call), retain: true)
+        try hub.publish("audio/hubs/hub-2/accessories/squatted/telemetry", forged)
+        try hub.publish("audio/hubs/hub-1/status", Self.hubStatus(online: true), retain: true)
+
+        let deviceState = Topic.sourceState(source: Self.source1).name(under: .default)
+        _ = try await observer.waitFor(1, on: deviceState)
+        _ = try await observer.waitFor(1, on: "audio/hubs/hub-1/status")
+        #expect(Set(observer.allMessages().map(\.topic)) == [deviceState, "audio/hubs/hub-1/status"],
+            "\(observer.allMessages().map(\.topic))")
+        for client in [observer, device, hub] { await client.close() }
+    }
+
+    /// The ACL file's limit, as its comments and the README say: a pattern gives a device's user name the rights of
+    /// the hub of that id as well. (The roles above close it.)
+    @Test func theACLFileLetsADeviceSpeakAsTheHubOfItsAddress() async throws {
+        let secure = try await SecureBroker(access: .aclFile)
+        let observer = try await Client(secure.observer, on: secure, subscribe: ["audio/#"])
+        let device = try await Client(Self.source1.topicID, on: secure)
+        try device.publish("audio/hubs/\(Self.source1.topicID)/status", Self.hubStatus(online: true), retain: true)
+        _ = try await observer.waitFor(1, on: "audio/hubs/\(Self.source1.topicID)/status")
+        for client in [observer, device] { await client.close() }
+    }
+
+    /// TLS only: a client that does not speak TLS to the listener gets nowhere (the broker hears no handshake).
+    @Test func theBrokerSpeaksTLSOnly() async throws {
+        let secure = try await SecureBroker()
+        var mqtt = MQTTConfiguration(clientID: "plain-\(UUID().uuidString.prefix(8))")
+        secure.configure(&mqtt, as: Self.hub1)
+        mqtt.tls = nil
+        let offset = secure.broker.logLength
+        let client = try MQTTClient(configuration: mqtt, logger: Logger(label: "plain"))
+        try client.start(onEvent: { _ in }, onMessage: { _ in })
+        try await secure.broker.waitForLog("wrong version number", after: offset)
+        let error = await #expect(throws: MQTTError.self) { try await client.waitUntilConnected(timeout: .seconds(1)) }
+        #expect(error?.kind == .notConnected)
+        await client.close()
+    }
+
+    /// `accessoryctl roles` while the broker runs: a hub added (its password on standard input) connects and works at
+    /// once; a device added gets a password made for it, printed once; removed, the hub is cut off and refused. The
+    /// admin's password comes from the environment: no password is ever on a command line.
+    @Test func theRolesToolChangesUsersWhileTheBrokerRuns() async throws {
+        let secure = try await SecureBroker()
+        let observer = try await Client(secure.observer, on: secure, subscribe: ["audio/#"])
+        func accessoryctl(_ arguments: [String], input: String? = nil) async throws -> (Int32, String) {
+            let log = secure.broker.directory.appendingPathComponent("roles-\(UUID().uuidString.prefix(8)).log")
+            let process = try ChildProcess(
+                executable: try BuiltProducts.path("accessoryctl"),
+                arguments: ["roles"] + arguments + [
+                    "--broker", "mqtts://localhost:\(secure.broker.port)", "--ca-file", secure.certificates.path + "/ca.crt",
+                    "--username", secure.observer,
+                ],
+                environment: ["ACCESSORYCTL_PASSWORD": secure.passwords[secure.observer]!], input: input,
+                outputPath: log.path)
+            let status = try await process.exit()
+            return (status, (try? String(contentsOf: log, encoding: .utf8)) ?? "")
+        }
+        var (status, output) = try await accessoryctl(["add-hub", "hub-9", "--password-stdin"], input: "nine-secret\n")
+        #expect(status == 0 && output == "added hub-9 with role hub:hub-9\n", "\(output)")
+        (status, output) = try await accessoryctl(["add-device", "AA:BB:CC:DD:EE:09"])
+        let printed = output.split(separator: "\n").last?.split(separator: " ") ?? []
+        #expect(status == 0 && printed.count == 2 && printed.first == "aabbccddee09", "\(output)")
+        // Adding a user twice is refused, with the plugin's reason.
+        (status, output) = try await accessoryctl(["add-hub", "hub-9", "--password-stdin"], input: "again\n")
+        #expect(status == 1 && output.contains("Client already exists"), "\(output)")
+
+        var passwords = secure.passwords
+        passwords["hub-9"] = "nine-secret"
+        passwords["aabbccddee09"] = printed.count == 2 ? String(printed[1]) : ""
+        let added = SecureBroker(copying: secure, passwords: passwords)
+        let hub = try await Client("hub-9", on: added)
+        let device = try await Client("aabbccddee09", on: added)
+        try hub.publish("audio/hubs/hub-1/status", Self.hubStatus(online: true), retain: true)  // not its own
+        try hub.publish("audio/hubs/hub-9/status", Self.hubStatus(online: true), retain: true)
+        try device.publish("audio/sources/aabbccddee09/state", Self.sourceState(.media), retain: true)
+        _ = try await observer.waitFor(1, on: "audio/hubs/hub-9/status")
+        _ = try await observer.waitFor(1, on: "audio/sources/aabbccddee09/state")
+        #expect(observer.messages(on: "audio/hubs/hub-1/status").isEmpty)
+
+        // Removed: its connection is closed, and it is refused from then on.
+        (status, output) = try await accessoryctl(["remove", "hub-9"])
+        #expect(status == 0 && output == "removed hub-9\n", "\(output)")
+        try await secure.broker.waitForLog("Client \(hub.clientID) ")
+        let refused = try await Self.refusal(on: added, user: "hub-9", password: "nine-secret")
+        #expect(refused.kind == .connectionRefused)
+        for client in [observer, hub, device] { await client.close() }
     }
 
     // MARK: - The bridge never logs passwords or key material
@@ -492,25 +602,8 @@ import Darwin
     /// queues them all at once: with its default queue limit (1,000 beyond the 100 in flight), states beyond that
     /// would be lost, and with them the marker that ends the read. The shipped limit keeps them all.
     @Test func theShippedConfigurationKeepsEveryRetainedStateForTheBridge() async throws {
-        let certificates = try await Self.makeCertificates()
-        let passwordFile = certificates.appendingPathComponent("passwords")
-        var passwords: [String: String] = [:]
-        for arguments in [["bridge"], ["home-automation"], ["hub", Self.hub1]] {
-            let (user, password) = try await Self.addUser(passwordFile, arguments)
-            passwords[user] = password
-        }
-        #expect(Set(passwords.keys) == [Self.bridgeUser, Self.homeAutomation, Self.hub1])
-        let shipped = try String(contentsOf: Self.deploy.appendingPathComponent("mosquitto.conf"), encoding: .utf8)
-        let configuration = shipped.split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { !$0.hasPrefix("listener ") && !$0.hasPrefix("persistence_location ") }
-            .joined(separator: "\n")
-            .replacingOccurrences(of: "/etc/mosquitto/audio/acl", with: Self.deploy.appendingPathComponent("acl").path)
-            .replacingOccurrences(of: "/etc/mosquitto/audio/passwords", with: passwordFile.path)
-            .replacingOccurrences(of: "/etc/mosquitto/audio/", with: certificates.path + "/")
-        // The fixture's own lines come first (an anonymous listener): the shipped ones, after them, win.
-        let secure = SecureBroker(
-            broker: try await MosquittoBroker(extraConfig: configuration), certificates: certificates,
-            passwords: passwords)
+        // SecureBroker's roles broker is deploy/mosquitto/mosquitto.conf as shipped.
+        let secure = try await SecureBroker()
         let anonymous = try await Self.refusal(on: secure, user: nil, password: nil)
         #expect(anonymous.kind == .connectionRefused)
 
@@ -660,38 +753,92 @@ extension SecurityTests {
         return (String(words[0]), String(words[1]))
     }
 
-    /// A mosquitto with a TLS listener, passwords, and deploy/mosquitto/acl.
+    /// How the broker knows who may do what.
+    enum Access: String, CustomTestStringConvertible {
+        /// deploy/mosquitto/mosquitto.conf as shipped: the dynamic security plugin, each client a user with a role,
+        /// set up by ``BrokerRoles`` (what `accessoryctl roles` runs) while the broker runs.
+        case roles
+        /// The older way: a password file and deploy/mosquitto/acl.
+        case aclFile
+
+        var testDescription: String { rawValue }
+    }
+
+    /// A mosquitto with a TLS listener and passwords: deploy/mosquitto/mosquitto.conf with the test's paths (roles),
+    /// or a password file and deploy/mosquitto/acl (aclFile).
     struct SecureBroker {
         let broker: MosquittoBroker
         let certificates: URL
         /// User name → password.
         let passwords: [String: String]
         let requireClientCertificate: Bool
+        /// A user who reads everything: the plugin's admin, or a user of the ACL's own for the tests.
+        let observer: String
 
-        init(broker: MosquittoBroker, certificates: URL, passwords: [String: String]) {
-            self.broker = broker
-            self.certificates = certificates
+        /// `other`'s broker, with these passwords (for users added since).
+        init(copying other: SecureBroker, passwords: [String: String]) {
+            broker = other.broker
+            certificates = other.certificates
             self.passwords = passwords
-            requireClientCertificate = false
+            requireClientCertificate = other.requireClientCertificate
+            observer = other.observer
         }
 
-        /// Every user of ``SecurityTests/allUsers``, each with a password of its own.
-        init(requireClientCertificate: Bool = false) async throws {
+        /// Every user of ``SecurityTests/allUsers``, each with a password of its own, and the observer.
+        init(access: Access = .roles, requireClientCertificate: Bool = false) async throws {
             let certificates = try await SecurityTests.makeCertificates()
             var passwords: [String: String] = [:]
             for user in SecurityTests.allUsers { passwords[user] = "pw-\(UUID().uuidString)" }
-            broker = try await MosquittoBroker(
-                users: passwords,
-                extraConfig: """
-                    cafile \(certificates.path)/ca.crt
-                    certfile \(certificates.path)/server.crt
-                    keyfile \(certificates.path)/server.key
-                    require_certificate \(requireClientCertificate)
-                    acl_file \(SecurityTests.deploy.appendingPathComponent("acl").path)
-                    """)
+            let listener = """
+                cafile \(certificates.path)/ca.crt
+                certfile \(certificates.path)/server.crt
+                keyfile \(certificates.path)/server.key
+                require_certificate \(requireClientCertificate)
+                """
+            switch access {
+            case .roles:
+                observer = "admin"
+                passwords[observer] = "pw-\(UUID().uuidString)"
+                let dynsec = try await SecurityTests.initDynamicSecurity(
+                    in: certificates, admin: observer, password: passwords[observer]!)
+                broker = try await MosquittoBroker(
+                    extraConfig: try SecurityTests.shippedConfiguration(certificates: certificates, dynsec: dynsec)
+                        + "\nrequire_certificate \(requireClientCertificate)\n")
+            case .aclFile:
+                observer = "observer"
+                passwords[observer] = "pw-\(UUID().uuidString)"
+                let acl = certificates.appendingPathComponent("acl")
+                try (String(contentsOf: SecurityTests.deploy.appendingPathComponent("acl"), encoding: .utf8)
+                    + "\n# The tests' observer.\nuser observer\ntopic read #\n").write(to: acl, atomically: true, encoding: .utf8)
+                broker = try await MosquittoBroker(users: passwords, extraConfig: listener + "\nacl_file \(acl.path)\n")
+            }
             self.certificates = certificates
             self.passwords = passwords
             self.requireClientCertificate = requireClientCertificate
+            if access == .roles { try await provision() }
+        }
+
+        /// The roles and users, as the README's set-up makes them: `roles init`, then a user for each.
+        private func provision() async throws {
+            var mqtt = MQTTConfiguration(clientID: "admin-\(UUID().uuidString.prefix(8))")
+            configure(&mqtt, as: observer)
+            var logger = Logger(label: "roles")
+            logger.logLevel = .warning
+            let roles = try BrokerRoles(mqtt: mqtt, logger: logger)
+            do {
+                try await roles.start(timeout: .seconds(20))
+                try await roles.setUp(root: .default, homeAssistantPrefix: "homeassistant")
+                try await roles.addClient(bridgeUser, password: passwords[bridgeUser]!, role: "bridge")
+                try await roles.addClient(homeAutomation, password: passwords[homeAutomation]!, role: "home-automation")
+                for hub in [hub1, hub2] { try await roles.addHub(HubID(hub)!, password: passwords[hub]!, root: .default) }
+                for source in [source1, source2] {
+                    try await roles.addDevice(source, password: passwords[source.topicID]!, root: .default)
+                }
+            } catch {
+                await roles.stop()
+                throw error
+            }
+            await roles.stop()
         }
 
         /// Points `mqtt` at the TLS listener, logged in as `user` with its password.
@@ -706,6 +853,36 @@ extension SecurityTests {
             mqtt.username = user
             mqtt.password = user.flatMap { passwords[$0] }
         }
+    }
+
+    /// `mosquitto_ctrl dynsec init`, as the README says to run it (the password on standard input, twice): the
+    /// plugin's file in `directory`, with its admin.
+    static func initDynamicSecurity(in directory: URL, admin: String, password: String) async throws -> URL {
+        let file = directory.appendingPathComponent("dynsec.json")
+        let output = directory.appendingPathComponent("dynsec-init.log")
+        let tool = try MosquittoBroker.findTool("mosquitto_ctrl", package: "mosquitto-clients")
+        let process = try ChildProcess(
+            executable: tool, arguments: ["dynsec", "init", file.path, admin], input: "\(password)\n\(password)\n",
+            outputPath: output.path)
+        // mosquitto_ctrl 2.0.11 exits with 0 even when it fails: the file says whether it worked.
+        guard try await process.exit() == 0, FileManager.default.fileExists(atPath: file.path) else {
+            throw Failure(description: "mosquitto_ctrl dynsec init: \((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
+        }
+        return file
+    }
+
+    /// deploy/mosquitto/mosquitto.conf with its files in `certificates` and the plugin's file at `dynsec`, and without
+    /// its listener and persistence location: the fixture's loopback listener comes before it, and becomes TLS by the
+    /// shipped listener options that follow.
+    static func shippedConfiguration(certificates: URL, dynsec: URL) throws -> String {
+        let shipped = try String(contentsOf: deploy.appendingPathComponent("mosquitto.conf"), encoding: .utf8)
+        let configuration = shipped.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("listener ") && !$0.hasPrefix("persistence_location ") }
+            .joined(separator: "\n")
+            .replacingOccurrences(of: "/var/lib/mosquitto/dynsec/dynsec.json", with: dynsec.path)
+            .replacingOccurrences(of: "/etc/mosquitto/audio/", with: certificates.path + "/")
+        #expect(configuration.contains("plugin_opt_config_file \(dynsec.path)"), "the shipped configuration uses roles")
+        return configuration
     }
 
     /// Starts the bridge as bridge.audio over TLS, and waits for its online status (published once it has read the

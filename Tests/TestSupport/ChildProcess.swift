@@ -29,10 +29,24 @@ public final class ChildProcess: Sendable {
     /// The watchdog's pid and the write end of its pipe, until the child is reaped.
     private let watchdog = Mutex<(pid: pid_t, pipe: Int32)?>(nil)
 
-    /// Starts `executable` with `arguments`; stdin is /dev/null, stdout and stderr are appended to `outputPath`.
-    public init(executable: String, arguments: [String], outputPath: String) throws {
+    /// Starts `executable` with `arguments` and this process's environment with `environment` added; stdin is `input`
+    /// (nothing: /dev/null), stdout and stderr are appended to `outputPath`.
+    public init(
+        executable: String, arguments: [String], environment: [String: String] = [:], input: String? = nil,
+        outputPath: String
+    ) throws {
         self.executable = executable
-        pid = try Self.spawn(executable, arguments, stdin: .path("/dev/null"), outputPath: outputPath)
+        var inputPath = "/dev/null"
+        if let input {
+            // A file of its own, unlinked once the child has it open: nothing of it stays behind.
+            inputPath = FileManager.default.temporaryDirectory.appendingPathComponent("input-\(UUID().uuidString)").path
+            guard FileManager.default.createFile(atPath: inputPath, contents: Data(input.utf8)) else {
+                throw MosquittoBrokerError("cannot write \(inputPath)")
+            }
+        }
+        defer { if input != nil { unlink(inputPath) } }
+        pid = try Self.spawn(
+            executable, arguments, environment: environment, stdin: .path(inputPath), outputPath: outputPath)
         do {
             let watched = try Self.startWatchdog(for: pid)
             watchdog.withLock { $0 = watched }
@@ -53,7 +67,10 @@ public final class ChildProcess: Sendable {
         case descriptor(Int32)
     }
 
-    private static func spawn(_ executable: String, _ arguments: [String], stdin: Input, outputPath: String) throws -> pid_t {
+    private static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Input,
+        outputPath: String
+    ) throws -> pid_t {
         var fileActions = Self.makeFileActions()
         defer { posix_spawn_file_actions_destroy(&fileActions) }
         switch stdin {
@@ -76,7 +93,16 @@ public final class ChildProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0
-        let rc = spawning.withLock { _ in posix_spawn(&pid, executable, &fileActions, &attributes, argv, environ) }
+        let rc: Int32
+        if environment.isEmpty {
+            rc = spawning.withLock { _ in posix_spawn(&pid, executable, &fileActions, &attributes, argv, environ) }
+        } else {
+            var merged = ProcessInfo.processInfo.environment
+            merged.merge(environment) { $1 }
+            let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { for entry in envp { free(entry) } }
+            rc = spawning.withLock { _ in posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp) }
+        }
         guard rc == 0 else {
             throw MosquittoBrokerError("posix_spawn \(executable) failed: \(String(cString: strerror(rc)))")
         }

@@ -125,6 +125,19 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension TopicRoot {
+    /// The marker a bridge sends itself at start-up, `R/bridge/rebuild/{instance}`: once it comes back, every
+    /// retained state has come before it.
+    public func rebuildMarker(_ instance: String) -> String {
+        "\(rawValue)/bridge/rebuild/\(instance)"
+    }
+
+    /// The filter of every bridge's start-up markers.
+    public var rebuildMarkers: String {
+        rebuildMarker("#")
+    }
+}
+
 /// A topic name that is not part of the contract, and why.
 public struct TopicError: Error, Hashable, Sendable, CustomStringConvertible {
     public var topic: String

@@ -1,0 +1,66 @@
+import AccessoryModel
+
+/// What each kind of client may do on the broker: the one table the broker's roles are made from (mosquitto's dynamic
+/// security plugin, set up by `accessoryctl roles`), and which the README's "Securing the broker" shows.
+/// deploy/mosquitto/acl writes the same rules with `pattern` lines, with the limit that patterns have (a device's user
+/// name is also a valid hub id).
+///
+/// A client may subscribe to any filter; only what its role reads is delivered to it, retained messages included, and
+/// only what its role writes is accepted from it (its will included).
+public struct BrokerRole: Hashable, Sendable {
+    /// The role's name on the broker: `bridge`, `home-automation`, `hub:hub-1`, `device:123456789abc`.
+    public var name: String
+    /// Topic filters its clients may publish to.
+    public var writes: [String]
+    /// Topic filters whose messages its clients receive.
+    public var reads: [String]
+
+    public init(name: String, writes: [String], reads: [String]) {
+        self.name = name
+        self.writes = writes
+        self.reads = reads
+    }
+
+    /// A hub: the telemetry of its own accessories and its status; it reads the bridge's answers to it.
+    public static func hub(_ hub: HubID, root: TopicRoot) -> BrokerRole {
+        BrokerRole(
+            name: "hub:\(hub)",
+            writes: [Topic.Kind.telemetry, .hubStatus].map { $0.filter(under: root, hub: hub) },
+            reads: [Topic.Kind.result, .rebirth, .responses].map { $0.filter(under: root, hub: hub) })
+    }
+
+    /// A playing device, named by its Bluetooth address: its own state; it reads its own commands.
+    public static func device(_ source: BluetoothAddress, root: TopicRoot) -> BrokerRole {
+        BrokerRole(
+            name: "device:\(source.topicID)",
+            writes: [Topic.sourceState(source: source).name(under: root)],
+            reads: [Topic.sourceCommands(source: source).name(under: root)])
+    }
+
+    /// The bridge: everything it answers and announces, and, for home automation, the views, events, availability
+    /// and Home Assistant's discovery under `homeAssistantPrefix`; it reads every hub's telemetry and status, every
+    /// device's and accessory's state, the controls, and its own discovery configs and start-up marker.
+    public static func bridge(root: TopicRoot, homeAssistantPrefix: String) -> BrokerRole {
+        let discovery = "\(homeAssistantPrefix)/device/+/config"
+        return BrokerRole(
+            name: "bridge",
+            writes: [
+                Topic.Kind.result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .accessoryView,
+                .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView,
+            ].map { $0.filter(under: root) } + [root.rebuildMarkers, discovery],
+            reads: [Topic.Kind.telemetry, .hubStatus, .sourceState, .accessoryState, .controls].map { $0.filter(under: root) }
+                + [root.rebuildMarkers, "\(homeAssistantPrefix)/status", discovery])
+    }
+
+    /// Home automation, Home Assistant among it: the controls of accessories and Home Assistant's birth message; it
+    /// reads states, statuses, what the bridge writes for it, and all of Home Assistant's prefix.
+    public static func homeAutomation(root: TopicRoot, homeAssistantPrefix: String) -> BrokerRole {
+        BrokerRole(
+            name: "home-automation",
+            writes: [Topic.Kind.controls.filter(under: root), "\(homeAssistantPrefix)/status"],
+            reads: [
+                Topic.Kind.accessoryState, .sourceState, .hubStatus, .bridgeStatus, .controlsResult, .accessoryView,
+                .accessoryEvents, .bridgeView, .bridgeAvailability, .hubAvailability,
+            ].map { $0.filter(under: root) } + ["\(homeAssistantPrefix)/#"])
+    }
+}
