@@ -41,6 +41,10 @@ let package = Package(
             dependencies: ["AccessoryModel", .product(name: "HeapModule", package: "swift-collections")]
         ),
 
+        // Pure too: what home automation is owed (JSON views and events, availability, Home Assistant discovery) as a
+        // state machine that returns what to publish.
+        .target(name: "HomeAutomation", dependencies: ["AccessoryModel", "AccessoryWire"]),
+
         // The wire contract in Swift: generated messages, wire <-> model mapping, topics, payload formats.
         .target(
             name: "AccessoryWire",
@@ -64,7 +68,8 @@ let package = Package(
             providers: [.apt(["libprotobuf-c-dev"])]
         ),
 
-        // libmosquitto, as a system library; MQTTClient is the only module that imports it.
+        // libmosquitto, as a system library; MQTTClient is the only Swift module that imports it (the C hub SDK,
+        // CAudioHub, and hub-sim use it too).
         .systemLibrary(
             name: "CMosquitto",
             pkgConfig: "libmosquitto",
@@ -85,7 +90,7 @@ let package = Package(
         .target(
             name: "AccessoryBridge",
             dependencies: [
-                "AccessoryModel", "BridgeCore", "AccessoryWire", "MQTTClient",
+                "AccessoryModel", "BridgeCore", "HomeAutomation", "AccessoryWire", "MQTTClient",
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -166,6 +171,7 @@ let package = Package(
 
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "AccessoryModel", "TestSupport"]),
+        .testTarget(name: "HomeAutomationTests", dependencies: ["HomeAutomation", "AccessoryModel", "AccessoryWire"]),
         .testTarget(
             name: "AccessoryWireTests",
             dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],
@@ -175,7 +181,8 @@ let package = Package(
         .testTarget(
             name: "AccessoryBridgeTests",
             dependencies: [
-                "AccessoryBridge", "TestSupport", .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "AccessoryBridge", "HomeAutomation", "TestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
         .testTarget(name: "AccessoryBridgeCommandTests", dependencies: ["accessory-bridge"]),

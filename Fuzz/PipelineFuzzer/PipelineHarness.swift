@@ -34,7 +34,7 @@ enum PipelineHarness {
         let configuration = header & 2 == 0 ? configurations.protobuf : configurations.json
         let clock = FuzzClock(start)
         let checker = InvariantChecker(
-            root: root, defaultFormat: configuration.payloadFormat, gracePeriod: configuration.diagnosticsGracePeriod,
+            root: root, defaultFormat: configuration.payloadFormat, gracePeriod: configuration.policy.accessory.diagnosticsGracePeriod,
             clock: clock)
         let processor = MessageProcessor(
             configuration: configuration, instanceID: "fuzz", publisher: checker, clock: clock.wallClock,

@@ -1,6 +1,7 @@
 import AccessoryModel
 import AccessoryWire
 import CoreMetrics
+import HomeAutomation
 import Logging
 import MQTTClient
 import ServiceLifecycle

@@ -1,19 +1,18 @@
 import AccessoryModel
 import AccessoryWire
+import BridgeCore
 import MQTTClient
 
-/// Everything the bridge can be told, with the defaults it uses when it is not.
+/// Everything the bridge can be told, with the defaults it uses when it is not. Each default is written once: here,
+/// or in the policy of the state machine it belongs to.
 public struct BridgeConfiguration: Sendable {
     /// The broker connection (host, port, client id, credentials, TLS). The bridge sets the will itself.
     public var mqtt: MQTTConfiguration
     /// The first levels of every topic.
     public var topicRoot: TopicRoot = .default
-    /// How long after taking an accessory off putting it back on also resumes playback (routing rule 4).
-    public var resumeWindow: Duration = .seconds(15)
-    /// How long after a call displaced media its end still brings the media back (routing rule 11).
-    public var interruptionWindow: Duration = .seconds(300)
-    /// How long a declared capability may go unreported before it gets a diagnostic.
-    public var diagnosticsGracePeriod: Duration = .seconds(30)
+    /// What the bridge's state machine decides with: the resume and interruption windows (routing rules 4 and 11),
+    /// the diagnostics' grace period, the rebirth interval.
+    public var policy = BridgeStateMachine.Policy()
     /// The format of commands, and of states and results that no request's format decides.
     public var payloadFormat: PayloadFormat = .protobuf
     /// The largest inbound payload accepted, in bytes.
@@ -27,12 +26,10 @@ public struct BridgeConfiguration: Sendable {
     /// so that it can stop reading while the broker takes its messages slower than the telemetry comes: what it does
     /// not read waits at the broker, and no answer is dropped. Without it, an overload drops answers.
     public var publishingSession = true
-    /// At most one rebirth request per accessory per interval, however many gaps its telemetry shows.
-    public var rebirthInterval: Duration = .seconds(10)
     /// How long the start-up read of retained states may take before the bridge goes on with what it has.
     public var rebuildTimeout: Duration = .seconds(60)
     /// How often the gauges (accessories, worn, routed, sources, hubs online, queue depth) and the bridge's view are
-    /// refreshed: each refresh walks every accessory once. `nil`: never on its own (tests call
+    /// refreshed, from the counts the state machine keeps. `nil`: never on its own (tests call
     /// ``MessageProcessor/housekeeping()``).
     public var statisticsInterval: Duration? = .seconds(10)
 
@@ -42,7 +39,10 @@ public struct BridgeConfiguration: Sendable {
     /// Home Assistant MQTT discovery under this prefix (`homeassistant`); `nil`: none.
     public var homeAssistantPrefix: String? = "homeassistant"
 
-    public init(mqtt: MQTTConfiguration) {
+    /// The bridge's MQTT client id unless told otherwise: one bridge per id.
+    public static let defaultClientID = "accessory-bridge"
+
+    public init(mqtt: MQTTConfiguration = MQTTConfiguration(clientID: defaultClientID)) {
         self.mqtt = mqtt
     }
 }

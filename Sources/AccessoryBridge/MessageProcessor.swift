@@ -2,25 +2,31 @@ import AccessoryModel
 import AccessoryWire
 import BridgeCore
 import CoreMetrics
+import HomeAutomation
 import Logging
 import MQTTClient
 
+
 /// The bridge's I/O shell: reads each message (topic, payload format, payload), hands the event to the
-/// ``BridgeStateMachine`` with the time, and publishes the actions it returns. It decides nothing itself.
+/// ``BridgeStateMachine`` with the time, and publishes the actions it returns, with what home automation is owed
+/// (``HomeAutomationStateMachine``). It decides nothing itself.
 ///
 /// One thread owns it: libmosquitto's network thread, which delivers messages, connection changes and wake-ups (see
 /// ``MQTTClientHandler``) one at a time. Before it starts, the rebuild's task runs ``restore(_:)-(RetainedMessage)``
 /// for each retained state, which the start-up reader's network thread decodes meanwhile (``decodeRetained(_:)``
-/// reads no state). Nothing is locked, and nothing is published under a lock.
+/// reads no state). Nothing is locked, and nothing is published under a lock. The owner is checked where the state is
+/// touched (``Owner``; in debug builds).
 ///
 /// Bad input never changes state: it gets a clear result where the topic names an accessory, a log line with the
 /// topic, and a counter.
 ///
 /// ``AccessoryBridgeService`` runs one as its MQTT client's handler; it can also run against any ``MessagePublisher``
 /// (tests, fuzzing, embedding), driven by ``handle(_:)`` and ``tick()``.
-// @unchecked Sendable: `core` and `restored` are mutated without a lock, by one thread at a time: the rebuild's task
-// (restore), then, once it ended, the network thread of the client this is the handler of (MQTTClient.start orders
-// everything before it); or a test's or the fuzzer's single thread. `decodeRetained` reads only `let` properties.
+// @unchecked Sendable: every `var` below (the state machines, the housekeeping schedule, what was restored, the time
+// the message being handled arrived, the heap trimmer) is mutated without a lock, by one thread at a time: the
+// rebuild's task (restore), then, once it ended, the network thread of the client this is the handler of
+// (MQTTClient.start orders everything before it); or a test's or the fuzzer's single thread. `owner` checks it (debug
+// builds). `decodeRetained` reads only `let` properties.
 public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var core: BridgeStateMachine
     private let root: TopicRoot
@@ -33,14 +39,14 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// Published on every (re)connection: the bridge's retained online status.
     private let onlineStatus: MQTTMessage?
     /// What home automation reads (views, events, availability, Home Assistant discovery); `nil` when turned off.
-    private var homeAutomation: HomeAutomationPublisher?
+    private var homeAutomation: HomeAutomationStateMachine?
     /// When the gauges (and the bridge's view for home automation) are next refreshed, and how often (`nil`: only
     /// when ``housekeeping()`` is called).
     private var nextHousekeeping: Timestamp?
     private let housekeepingInterval: Duration?
-    /// Hubs whose retained status says online.
-    private var hubsOnline: Set<HubID> = []
     private var connectedBefore = false
+    /// The thread that handles messages once the client runs (checked in debug builds).
+    private var owner = Owner()
     /// When the inbound message being handled arrived (for the histograms); `nil` between messages.
     private var receivedAt: ContinuousClock.Instant?
     private var heapTrimmer = HeapTrimmer()
@@ -63,26 +69,27 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
             metrics: metrics, logger: logger)
         if configuration.homeAutomation {
-            homeAutomation = HomeAutomationPublisher(
-                outbox: outbox, root: configuration.topicRoot, homeAssistantPrefix: configuration.homeAssistantPrefix)
+            homeAutomation = HomeAutomationStateMachine(
+                root: configuration.topicRoot, homeAssistantPrefix: configuration.homeAssistantPrefix,
+                version: configuration.version)
         }
-        var policy = BridgeStateMachine.Policy()
-        policy.accessory.diagnosticsGracePeriod = configuration.diagnosticsGracePeriod
-        policy.routing.resumeWindow = configuration.resumeWindow
-        policy.routing.interruptionWindow = configuration.interruptionWindow
-        policy.rebirthInterval = configuration.rebirthInterval
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
         let base = UInt64(max(0, clock.now.unixMilliseconds)) * 1000
-        core = BridgeStateMachine(policy: policy, instanceID: instanceID, commandSequenceBase: base)
+        core = BridgeStateMachine(policy: configuration.policy, instanceID: instanceID, commandSequenceBase: base)
     }
 
     // MARK: - MQTTClientHandler
+
+    public func started() {
+        owner.claim()
+    }
 
     public func received(_ message: MQTTMessage) {
         handle(message)
     }
 
     public func event(_ event: MQTTEvent) {
+        owner.check()
         switch event {
         case .connected(let sessionPresent):
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
@@ -91,14 +98,15 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             resumePublishing()
             if connectedBefore {
                 metrics.reconnects.increment()
-            } else {
-                homeAutomation?.firstConnected(core.allStates(), hubsOnline: hubsOnline)
+            } else if homeAutomation != nil {
+                let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
+                publish(homeAutomation?.firstConnected(accessories: accessories, hubsOnline: hubs))
             }
             connectedBefore = true
         case .queueDrained:
             outbox.overflow.drained(logger: logger)
             resumePublishing()
-            homeAutomation?.queueDrained { core.state(of: $0) }
+            publish(homeAutomation?.queueDrained { core.state(of: $0) })
         case .connectionRefused(let error):
             logger.error("the broker refused the connection", metadata: ["error": "\(error)"])
         case .disconnected(let error?):
@@ -113,6 +121,11 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
+        // Home automation's announcements go a slice per turn of the network loop, between the messages it reads;
+        // while the client's queue holds many, they wait for it to go down.
+        if homeAutomation?.isAnnouncing == true {
+            return outbox.publisher.pendingMessages < Self.announcementQueueLimit ? .zero : Self.announcementPause
+        }
         // Called twice per turn of the network loop: no array.
         let next =
             switch (core.nextDeadline, nextHousekeeping) {
@@ -123,19 +136,34 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func wake() {
+        owner.check()
         tick()
         if let next = nextHousekeeping, let interval = housekeepingInterval, clock.now >= next {
             nextHousekeeping = clock.now + interval
             housekeeping()
         }
+        if homeAutomation?.isAnnouncing == true, outbox.publisher.pendingMessages < Self.announcementQueueLimit {
+            publish(homeAutomation?.nextSlice(budget: Self.announcementSlice) { core.state(of: $0) })
+        }
     }
+
+    /// Accessories announced to Home Assistant per turn of the network loop, and how many messages may wait in the
+    /// client's queue for another slice to go (configs are a few kilobytes; answers and commands must not wait
+    /// behind a fleet's).
+    static let announcementSlice = 64
+    static let announcementQueueLimit = 1_000
+    static let announcementPause = Duration.milliseconds(10)
 
     /// Refreshes the gauges and the bridge's view from the counts the core keeps, every statistics interval.
     /// Once quiet after a busy spell, it also gives free heap memory back to the system (``HeapTrimmer``).
     public func housekeeping() {
         let statistics = core.statistics()
-        metrics.record(statistics, hubsOnline: hubsOnline.count, outboundQueueDepth: outbox.publisher.pendingMessages)
-        homeAutomation?.bridgeView(statistics, hubsOnline: hubsOnline.count)
+        let hubsOnline = core.hubsOnline.count
+        metrics.record(statistics, hubsOnline: hubsOnline, outboundQueueDepth: outbox.publisher.pendingMessages)
+        publish(
+            homeAutomation?.statistics(
+                accessories: statistics.accessories, worn: statistics.worn, routed: statistics.routed,
+                hubsOnline: hubsOnline))
         if heapTrimmer.intervalEnded() {
             let started = ContinuousClock.now
             HeapTrimmer.trim()
@@ -149,6 +177,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     /// Handles one inbound message.
     public func handle(_ message: MQTTMessage) {
+        owner.check()
         let receivedAt = ContinuousClock.now
         self.receivedAt = receivedAt
         heapTrimmer.busy()
@@ -157,8 +186,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             metrics.handling.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds)
         }
         if homeAutomation?.isHomeAssistantStatus(message.topic) == true {
-            // Home Assistant (re)started: it needs every device again.
-            if message.payload == Array("online".utf8) { homeAutomation?.homeAssistantOnline(core.allStates(), hubsOnline: hubsOnline) }
+            // Home Assistant (re)started ("online"): it needs every device again.
+            let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
+            publish(homeAutomation?.homeAssistantStatus(message.payload, accessories: accessories, hubsOnline: hubs))
             return
         }
         let topic: Topic
@@ -192,7 +222,18 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     private func telemetry(_ message: MQTTMessage, hub: HubID, accessory id: AccessoryID) {
         // Whatever is wrong with the message, the core answers it: it alone knows what this hub may see.
-        var request = Request(message: message, replyTo: .hub(hub), accessory: id, format: defaultFormat)
+        let responseTopic = ResponseTopic(message.properties.responseTopic, of: hub, under: root)
+        if case .refused(let refused) = responseTopic {
+            metrics.refusedResponseTopics.increment()
+            logger.warning(
+                "refused a response topic outside the hub's own",
+                metadata: [
+                    "mqtt.response_topic": "\(refused)", "hub.id": "\(hub)",
+                    "allowed": "\(Topic.Kind.responses.filter(under: root, hub: hub))",
+                ])
+        }
+        var request = Request(
+            message: message, replyTo: .hub(hub, responseTopic: responseTopic), accessory: id, format: defaultFormat)
         let telemetry: InboundTelemetry
         do {
             request.format = try PayloadFormat.detect(
@@ -215,17 +256,17 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     private func controls(_ message: MQTTMessage, accessory id: AccessoryID) {
         var request = Request(message: message, replyTo: .controls, accessory: id, format: defaultFormat)
-        let controls: ControlsRequest
+        let controls: Result<AccessoryControls, AccessoryControlError>
         do {
             request.format = try format(of: message)
-            controls = try codec.decode(ControlsRequest.self, from: message.payload, format: request.format)
+            let decoded = try codec.decode(ControlsRequest.self, from: message.payload, format: request.format)
+            request.requestID = decoded.requestID
+            controls = .success(decoded.controls)
         } catch {
             refuse(message, Self.refusal(error), error.reason)
-            run([.answer(.init(.failed(.invalidRequest(reason: error.reason)), state: nil))], replyingTo: request)
-            return
+            controls = .failure(.invalidRequest(reason: error.reason))
         }
-        request.requestID = controls.requestID
-        run(core.controls(controls.controls, for: id, at: clock.now), replyingTo: request)
+        run(core.controls(controls, for: id, at: clock.now), replyingTo: request)
     }
 
     private func hubStatus(_ message: MQTTMessage, hub: HubID) {
@@ -239,9 +280,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             return
         }
         logger.info("hub status", metadata: ["hub.id": "\(hub)", "online": "\(status.online)"])
-        if status.online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
         run(core.hubStatus(hub, online: status.online, at: clock.now), replyingTo: nil)
-        homeAutomation?.hubStatus(hub, online: status.online)
+        publish(homeAutomation?.hubStatus(hub, online: status.online))
     }
 
     private func sourceState(_ message: MQTTMessage, source: BluetoothAddress) {
@@ -260,6 +300,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     /// Runs what came due: diagnostics of accessories, the end of resume windows.
     public func tick() {
+        owner.check()
         run(core.tick(at: clock.now), replyingTo: nil)
     }
 
@@ -350,8 +391,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// The request being answered: where its answer goes and in which format.
     private struct Request {
         enum ReplyTo {
-            /// Telemetry: the hub's result topic (and its response topic).
-            case hub(HubID)
+            /// Telemetry: the hub's result topic (and the response topic the request named, when allowed).
+            case hub(HubID, responseTopic: ResponseTopic)
             /// Controls: the accessory's controls result topic.
             case controls
         }
@@ -378,9 +419,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     @discardableResult
     private func run(_ actions: [BridgeAction], replyingTo request: Request?) -> Bool {
         var allSent = true
-        // The state published last, which the answer after it embeds as it is (the state machine puts a request's
-        // state just before its answer).
-        var published: EncodedState?
         for action in actions {
             let sent: Bool
             switch action {
@@ -388,29 +426,33 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 sent = outbox.publishCommand(command)
                 if sent {
                     if let receivedAt { metrics.toCommand.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds) }
-                    homeAutomation?.commandSent(command)
+                    publish(homeAutomation?.commandSent(command))
                 }
             case .publishState(let state):
-                // A state answers in the format of the request that changed it; others in the default format.
-                let format = request.flatMap { $0.accessory == state.accessory.id ? $0.format : nil } ?? defaultFormat
-                let encoded = codec.encoded(state, as: format)
-                published = encoded
-                let stateSent = outbox.publishState(encoded)
-                // Its view goes with it: what could not be queued is published again with the state.
-                let viewSent = homeAutomation?.stateChanged(state) ?? true
-                sent = stateSent && viewSent
+                sent = publishState(codec.encoded(state, as: defaultFormat))
             case .answer(let answer):
                 guard let request else { continue }
                 note(answer, of: request)
+                // The state the request changed, in the request's format, and the answer embedding those bytes.
+                var published: EncodedState?
+                if answer.publishesState, let state = answer.state {
+                    let encoded = codec.encoded(state, as: request.format)
+                    published = encoded
+                    if !publishState(encoded) {
+                        core.notSent(.publishState(state))
+                        allSent = false
+                    }
+                }
                 switch request.replyTo {
-                case .hub(let hub):
+                case .hub(let hub, let responseTopic):
                     sent = outbox.publishResult(
                         answer, hub: hub, accessory: request.accessory, requestID: request.requestID,
-                        sequence: request.sequence, format: request.format, replyTo: request.message.properties,
-                        published: published)
+                        sequence: request.sequence, format: request.format, responseTopic: responseTopic,
+                        correlationData: request.message.properties.correlationData, published: published)
                 case .controls:
                     sent = outbox.publishControlsResult(
-                        answer, accessory: request.accessory, requestID: request.requestID, format: request.format)
+                        answer, accessory: request.accessory, requestID: request.requestID, format: request.format,
+                        published: published)
                 }
             case .requestRebirth(let rebirth):
                 metrics.rebirthRequests.increment()
@@ -426,6 +468,29 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 core.notSent(action)
                 allSent = false
             }
+        }
+        return allSent
+    }
+
+    /// Publishes an accessory's retained state and what home automation is owed for it (its view, its config);
+    /// returns whether all of it could be queued: if not, the state is published again later, with the rest.
+    private func publishState(_ state: EncodedState) -> Bool {
+        let stateSent = outbox.publishState(state)
+        let automationSent = publish(homeAutomation?.stateChanged(state.state))
+        return stateSent && automationSent
+    }
+
+    /// Publishes what home automation is owed; tells it what the client's queue refused. Returns whether all of it
+    /// could be queued.
+    @discardableResult
+    private func publish(_ publications: [HomeAutomationStateMachine.Publication]?) -> Bool {
+        var allSent = true
+        for publication in publications ?? [] {
+            guard !outbox.publish(json: publication.payload, to: publication.topic, retain: publication.retain) else {
+                continue
+            }
+            homeAutomation?.notSent(publication)
+            allSent = false
         }
         return allSent
     }

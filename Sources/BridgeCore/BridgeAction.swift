@@ -2,25 +2,33 @@ import AccessoryModel
 
 /// What the bridge is to do after an event: ``BridgeStateMachine`` decides, the I/O shell only runs these, in order.
 public enum BridgeAction: Hashable, Sendable {
-    /// Answers the telemetry being handled, on its hub's result topic (and response topic).
+    /// Answers the request being handled (telemetry, on its hub's result topic and response topic; controls, on the
+    /// accessory's controls result topic); first publishes the state the request changed, when it did.
     case answer(Answer)
-    /// Publishes an accessory's retained state.
+    /// Publishes the retained state of an accessory that no request being answered changed (another accessory whose
+    /// route moved, a deadline, a hub's status), in the bridge's default format.
     case publishState(AccessoryState)
     /// Sends a switch command to a playing device.
     case sendCommand(SwitchCommand)
     /// Asks a hub to send everything about an accessory again: its telemetry showed a gap.
     case requestRebirth(Rebirth)
 
-    /// The answer to one telemetry message.
+    /// The answer to one request.
     public struct Answer: Hashable, Sendable {
         public var result: RequestOutcome.Result
-        /// The accessory's state after the request; `nil` when the requesting hub may not see it (the accessory is
+        /// The accessory's state after the request; `nil` when the requester may not see it (the accessory is
         /// unknown to it, or belongs to another hub).
         public var state: AccessoryState?
+        /// Whether the request changed the accessory: its retained ``state`` is published just before the answer, in
+        /// the request's format (so that the one who asked reads it as it wrote), and the answer embeds it as
+        /// published.
+        public var publishesState: Bool
 
-        public init(_ result: RequestOutcome.Result, state: AccessoryState?) {
+        public init(_ result: RequestOutcome.Result, state: AccessoryState?, publishesState: Bool = false) {
+            precondition(!publishesState || state != nil, "a published state is shown in its answer")
             self.result = result
             self.state = state
+            self.publishesState = publishesState
         }
     }
 

@@ -30,6 +30,8 @@ public struct BridgeStateMachine: Sendable {
     private var unpublished: Set<AccessoryID> = []
     /// Those being published again, a batch at a time, the next one last (``publishingResumed(at:statesAtMost:)``).
     private var republishing: [AccessoryID] = []
+    /// Hubs whose retained status says online.
+    public private(set) var hubsOnline: Set<HubID> = []
 
     /// - Parameters:
     ///   - instanceID: distinguishes this run's command ids from other runs'.
@@ -64,7 +66,10 @@ public struct BridgeStateMachine: Sendable {
             routed: routing.routeCount, sourcesByActivity: routing.sourcesByActivity)
     }
 
-    /// Every accessory's state (to announce them all again), made as it is read.
+    /// Every accessory's id (to announce them all again, a slice at a time).
+    public var accessoryIDs: [AccessoryID] { store.all.map(\.id) }
+
+    /// Every accessory's state, made as it is read.
     public func allStates() -> some Sequence<AccessoryState> {
         store.all.lazy.map { AccessoryState($0, routedSource: routing.routedSource(for: $0.id)) }
     }
@@ -104,9 +109,10 @@ public struct BridgeStateMachine: Sendable {
         }
         let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
         if outcome.stateChanged {
-            actions.append(.publishState(state))
+            precondition(outcome.requesterOwns, "only the owner's request changes an accessory")
         }
-        actions.append(.answer(.init(outcome.result, state: outcome.requesterOwns ? state : nil)))
+        actions.append(
+            .answer(.init(outcome.result, state: outcome.requesterOwns ? state : nil, publishesState: outcome.stateChanged)))
         publishStates(of: rerouted, except: id, into: &actions)
         if let missing = outcome.gap, rebirths.allow(id, at: now, interval: policy.rebirthInterval) {
             actions.append(
@@ -117,15 +123,15 @@ public struct BridgeStateMachine: Sendable {
     }
 
     /// The person's controls of accessory `id`, from home automation (whoever may write the controls topic: the
-    /// broker's ACL decides). Actions: the commands routing issues, the state, the answer, other states whose route
-    /// changed.
-    public mutating func controls(_ controls: AccessoryControls, for id: AccessoryID, at now: Timestamp)
-        -> [BridgeAction]
-    {
+    /// broker's roles decide), or the error that answers a message that could not be read as controls. Actions: the
+    /// commands routing issues, the answer (with the state), other states whose route changed.
+    public mutating func controls(
+        _ request: Result<AccessoryControls, AccessoryControlError>, for id: AccessoryID, at now: Timestamp
+    ) -> [BridgeAction] {
         var machine = self.machine(for: id)
         let accessory: Accessory
         do {
-            accessory = try machine.setControls(controls, at: now)
+            accessory = try machine.setControls(request.get(), at: now)
         } catch {
             return [.answer(.init(.failed(error), state: nil))]
         }
@@ -133,14 +139,14 @@ public struct BridgeStateMachine: Sendable {
         var actions: [BridgeAction] = []
         let rerouted = route(accessory, at: now, into: &actions)
         let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
-        actions.append(.publishState(state))
-        actions.append(.answer(.init(.applied, state: state)))
+        actions.append(.answer(.init(.applied, state: state, publishesState: true)))
         publishStates(of: rerouted, except: id, into: &actions)
         return actions
     }
 
     /// A hub's retained status: its accessories turn stale while it is offline, and take part again when it is back.
     public mutating func hubStatus(_ hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
+        if online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
         var actions: [BridgeAction] = []
         var rerouted: [AccessoryID] = []
         for id in store.ids(of: hub) {
@@ -190,8 +196,9 @@ public struct BridgeStateMachine: Sendable {
     // MARK: - What could not be sent
 
     /// An action the shell could not run (the broker connection is down beyond the bound of what may wait for it).
-    /// A command no longer counts as in force and is owed; a state is published again when publishing resumes; a rebirth
-    /// request may be asked again at once. An answer is not kept: the hub sends its request again.
+    /// A command no longer counts as in force and is owed; a state is published again when publishing resumes (for
+    /// the state an answer publishes, pass `.publishState` of it); a rebirth request may be asked again at once. An
+    /// answer is not kept: the requester sends its request again.
     public mutating func notSent(_ action: BridgeAction) {
         switch action {
         case .sendCommand(let command): routing.commandNotSent(command)

@@ -313,11 +313,8 @@ extension ClientCore {
         logger.debug("MQTT client closed")
     }
 
-    /// Asks the network thread to send DISCONNECT and end, and wakes it from its `poll`.
+    /// Wakes the network thread from its `poll`: it sees the stop, and its state machine sends DISCONNECT and ends.
     private func requestStop() {
-        _ = try? withHandle { pointer throws(MQTTError) in
-            _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
-        }
         wakePipe.signal()
     }
 

@@ -13,11 +13,14 @@ public protocol MQTTClientHandler: AnyObject, Sendable {
     func timeUntilWake() -> Duration?
     /// The time ``timeUntilWake()`` asked for came: run what is due.
     func wake()
+    /// The network thread starts, before any other call: the thread that owns the handler's state from now on.
+    func started()
     /// The client was closed: nothing more will be called.
     func closed()
 }
 
 extension MQTTClientHandler {
+    public func started() {}
     public func event(_ event: MQTTEvent) {}
     public func timeUntilWake() -> Duration? { nil }
     public func wake() {}

@@ -9,26 +9,28 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 
-/// `accessory-bridge`: parses the settings, builds the bridge and runs it in one ServiceGroup until SIGTERM or
-/// SIGINT. Every setting can also come from the environment (`AUDIO_BRIDGE_<NAME>`) or a JSON config file; a flag
-/// wins over the environment, which wins over the file.
+/// `accessory-bridge`: reads the settings (``Settings``), builds the bridge and runs it in one ServiceGroup until
+/// SIGTERM or SIGINT.
 @main
 struct AccessoryBridgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accessory-bridge",
         abstract: "Bridges AudioAccessoryKit-style accessory telemetry over MQTT to audio switching commands.",
-        discussion: """
-            Every option can also be set in the environment, as AUDIO_BRIDGE_ followed by the option's name in \
-            capitals with '_' for '-' (AUDIO_BRIDGE_TOPIC_ROOT for --topic-root), or in a JSON config file given by \
-            --config-file or AUDIO_BRIDGE_CONFIG_FILE, as {"topic-root": "audio", ...}. A flag wins over the \
-            environment, which wins over the file.
-            """,
+        usage: "accessory-bridge [--<setting> <value> | --no-<setting>] ...",
+        discussion: Settings.help + "\n\nA flag wins over the environment, which wins over the file.",
         version: Release.version)
 
-    @OptionGroup var options: Settings.Options
+    /// The settings, read by ``Settings`` (whose table declares each one once, and says what is unknown).
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp(visibility: .hidden))
+    var settings: [String] = []
 
     func run() async throws {
-        let settings = try await Settings.resolve(options)
+        let settings: Settings.Resolved
+        do {
+            settings = try await Settings.resolve(self.settings)
+        } catch let invalid as Settings.Invalid {
+            throw ValidationError(invalid.description)
+        }
         do {
             try await serve(settings)
         } catch let error as MQTTError {
@@ -37,7 +39,7 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
     }
 
     private func serve(_ settings: Settings.Resolved) async throws {
-        LoggingSystem.bootstrap(settings.logHandlerFactory)
+        LoggingSystem.bootstrap(settings.logFormat.factory)
         var logger = Logger(label: "accessory-bridge")
         logger.logLevel = settings.logLevel
         let registry = PrometheusCollectorRegistry()
@@ -45,7 +47,7 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
             PrometheusMetricsFactory.with(registry: registry, buckets: AccessoryBridgeService.histogramBuckets))
         let bridge = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)
         var services: [any Service] = []
-        if let http = settings.http {
+        if let http = settings.httpListener {
             // The endpoint listens first: a port already taken is said before anything connects to the broker.
             let listening = Gate()
             let endpoint = OperationsEndpoint(

@@ -7,7 +7,7 @@ import Testing
 /// Where each setting comes from: a flag wins over the environment, which wins over the config file.
 @Suite struct SettingsTests {
     func resolve(_ arguments: [String], environment: [String: String] = [:]) async throws -> Settings.Resolved {
-        try await Settings.resolve(try Settings.Options.parse(arguments), environment: environment)
+        try await Settings.resolve(arguments, environment: environment)
     }
 
     @Test func defaults() async throws {
@@ -17,9 +17,9 @@ import Testing
         #expect(settings.bridge.mqtt.clientID == "accessory-bridge")
         #expect(settings.bridge.mqtt.tls == nil)
         #expect(settings.bridge.topicRoot == .default)
-        #expect(settings.bridge.resumeWindow == .seconds(15))
-        #expect(settings.bridge.interruptionWindow == .seconds(300))
-        #expect(settings.bridge.diagnosticsGracePeriod == .seconds(30))
+        #expect(settings.bridge.policy.routing.resumeWindow == .seconds(15))
+        #expect(settings.bridge.policy.routing.interruptionWindow == .seconds(300))
+        #expect(settings.bridge.policy.accessory.diagnosticsGracePeriod == .seconds(30))
         #expect(settings.bridge.payloadFormat == .protobuf)
         #expect(settings.bridge.maximumPayloadSize == 65_536)
         #expect(settings.bridge.sessionExpiry == .seconds(86_400))
@@ -28,27 +28,27 @@ import Testing
     }
 
     @Test func theInterruptionWindowIsASettingLikeTheOthers() async throws {
-        #expect(try await resolve(["--interruption-window", "90"]).bridge.interruptionWindow == .seconds(90))
+        #expect(try await resolve(["--interruption-window", "90"]).bridge.policy.routing.interruptionWindow == .seconds(90))
         let fromEnvironment = try await resolve([], environment: ["AUDIO_BRIDGE_INTERRUPTION_WINDOW": "2.5"])
-        #expect(fromEnvironment.bridge.interruptionWindow == .milliseconds(2500))
+        #expect(fromEnvironment.bridge.policy.routing.interruptionWindow == .milliseconds(2500))
         await #expect(throws: (any Error).self) { try await resolve(["--interruption-window", "-3"]) }
     }
 
     @Test func homeAutomationAndHTTPAreOnByDefaultAndCanBeTurnedOff() async throws {
         let defaults = try await resolve([])
         #expect(defaults.bridge.homeAutomation && defaults.bridge.homeAssistantPrefix == "homeassistant")
-        #expect(defaults.http?.host == "127.0.0.1" && defaults.http?.port == 9464)
+        #expect(defaults.httpListener?.host == "127.0.0.1" && defaults.httpListener?.port == 9464)
         let off = try await resolve(["--no-http", "--no-homeassistant"])
-        #expect(off.http == nil && off.bridge.homeAssistantPrefix == nil && off.bridge.homeAutomation)
+        #expect(off.httpListener == nil && off.bridge.homeAssistantPrefix == nil && off.bridge.homeAutomation)
         #expect(try await resolve(["--no-home-automation"]).bridge.homeAutomation == false)
         #expect(try await resolve(["--no-publishing-session"]).bridge.publishingSession == false)
         #expect(try await resolve([], environment: ["AUDIO_BRIDGE_PUBLISHING_SESSION": "false"]).bridge.publishingSession == false)
         let environment = try await resolve([], environment: [
             "AUDIO_BRIDGE_HTTP_HOST": "0.0.0.0", "AUDIO_BRIDGE_HTTP_PORT": "9100", "AUDIO_BRIDGE_HOMEASSISTANT_PREFIX": "ha",
         ])
-        #expect(environment.http?.host == "0.0.0.0" && environment.http?.port == 9100)
+        #expect(environment.httpListener?.host == "0.0.0.0" && environment.httpListener?.port == 9100)
         #expect(environment.bridge.homeAssistantPrefix == "ha")
-        #expect(try await resolve([], environment: ["AUDIO_BRIDGE_HTTP": "false"]).http == nil)
+        #expect(try await resolve([], environment: ["AUDIO_BRIDGE_HTTP": "false"]).httpListener == nil)
     }
 
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheFile() async throws {
@@ -61,7 +61,7 @@ import Testing
             environment: ["AUDIO_BRIDGE_TOPIC_ROOT": "from-env", "AUDIO_BRIDGE_CLIENT_ID": "env-id"])
         #expect(settings.bridge.topicRoot.rawValue == "from-flag")
         #expect(settings.bridge.mqtt.clientID == "env-id")
-        #expect(settings.bridge.resumeWindow == .seconds(7))
+        #expect(settings.bridge.policy.routing.resumeWindow == .seconds(7))
         #expect(settings.bridge.payloadFormat == .json)
         #expect(settings.bridge.sessionExpiry == .seconds(3600))
     }

@@ -51,7 +51,7 @@ import Testing
 
     init() {
         var configuration = BridgeConfiguration(mqtt: MQTTConfiguration(clientID: "test"))
-        configuration.diagnosticsGracePeriod = .seconds(30)
+        configuration.policy.accessory.diagnosticsGracePeriod = .seconds(30)
         // The contract's messages only: what home automation reads is HomeAutomationTests' subject.
         configuration.homeAutomation = false
         // Deadlines only: the periodic refresh of the gauges is the operations tests' subject.

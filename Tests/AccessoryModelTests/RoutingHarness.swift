@@ -37,7 +37,9 @@ struct RoutingHarness {
     var last = RoutingOutput()
 
     init(resumeWindow: Duration = .seconds(15)) {
-        engine = RoutingEngine(policy: .init(resumeWindow: resumeWindow), instanceID: "test")
+        var policy = RoutingEngine.Policy()
+        policy.resumeWindow = resumeWindow
+        engine = RoutingEngine(policy: policy, instanceID: "test")
     }
 
     mutating func advance(_ duration: Duration) {

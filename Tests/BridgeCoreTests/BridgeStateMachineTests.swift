@@ -31,8 +31,15 @@ import Testing
     static func answer(_ actions: [BridgeAction]) -> BridgeAction.Answer? {
         actions.lazy.compactMap { if case .answer(let answer) = $0 { answer } else { nil } }.first
     }
+    /// The states published, in order: those of `.publishState`, and the one an answer publishes.
     static func states(_ actions: [BridgeAction]) -> [AccessoryState] {
-        actions.compactMap { if case .publishState(let state) = $0 { state } else { nil } }
+        actions.compactMap {
+            switch $0 {
+            case .publishState(let state): state
+            case .answer(let answer) where answer.publishesState: answer.state
+            default: nil
+            }
+        }
     }
     static func commands(_ actions: [BridgeAction]) -> [SwitchCommand] {
         actions.compactMap { if case .sendCommand(let command) = $0 { command } else { nil } }

@@ -11,8 +11,8 @@ import TestSupport
     @Test func diagnosticsAndTheResumeWindowComeDueOnTheNetworkThread() async throws {
         let broker = try await MosquittoBroker()
         let bridge = try await BridgeIntegrationTests.startBridge(on: broker) {
-            $0.diagnosticsGracePeriod = .milliseconds(300)
-            $0.resumeWindow = .milliseconds(300)
+            $0.policy.accessory.diagnosticsGracePeriod = .milliseconds(300)
+            $0.policy.routing.resumeWindow = .milliseconds(300)
         }
         let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#", "audio/accessories/#", "audio/sources/+/commands"])
         #expect(try await hub.request(.paired(name: "S", model: "S", hardwareCapabilities: .all), sequence: 1).error == .none)

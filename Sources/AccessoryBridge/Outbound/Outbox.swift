@@ -5,8 +5,8 @@ import Logging
 import MQTTClient
 
 /// Builds and publishes everything the bridge sends: accessory states, request results, switch commands, rebirth
-/// requests and its own status, each with its topic, QoS, retain flag and MQTT 5 content type. Each publish says
-/// whether the message could be queued.
+/// requests, its own status and home automation's JSON, each with its topic, QoS, retain flag and MQTT 5 content type.
+/// Each publish says whether the message could be queued. It decides nothing: what goes where was decided before.
 struct Outbox: Sendable {
     let publisher: any MessagePublisher
     let root: TopicRoot
@@ -23,42 +23,32 @@ struct Outbox: Sendable {
         send(Topic.accessoryState(accessory: state.state.accessory.id), state.bytes, format: state.format, retain: true)
     }
 
-    /// Publishes the answer to one telemetry message on the hub's result topic, and on the request's MQTT 5 response
-    /// topic when it has one. Says whether the result topic's copy could be queued. `published` is the state just
-    /// published, whose bytes the result embeds when it carries the same state in the same format.
+    /// Publishes the answer to one telemetry message on the hub's result topic, and on `responseTopic` when allowed
+    /// (the decision is ``ResponseTopic``'s), with the request's correlation data. Says whether the result topic's copy
+    /// could be queued. `published` is the state just published, whose bytes the result embeds.
     func publishResult(
         _ answer: BridgeAction.Answer, hub: HubID, accessory: AccessoryID, requestID: String, sequence: UInt64,
-        format: PayloadFormat, replyTo request: MQTTProperties, published: EncodedState?
+        format: PayloadFormat, responseTopic: ResponseTopic, correlationData: [UInt8]?, published: EncodedState?
     ) -> Bool {
         metrics.result(answer.result)
         let result = RequestResult(requestID: requestID, sequence: sequence, result: answer.result, state: answer.state)
         let bytes = codec.encode(result, as: format, embedding: published)
         let sent = send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
-        guard let responseTopic = request.responseTopic, !responseTopic.isEmpty else { return sent }
-        // Only under the requesting hub's own responses: a hub must not be able to make the bridge write anywhere
-        // else (on a device's commands, say), which the broker's ACL cannot prevent since the bridge may write there.
-        guard case .responses(hub, _)? = try? Topic(parsing: responseTopic, under: root) else {
-            metrics.refusedResponseTopics.increment()
-            logger.warning(
-                "refused a response topic outside the hub's own",
-                metadata: [
-                    "mqtt.response_topic": "\(responseTopic)", "hub.id": "\(hub)",
-                    "allowed": "\(Topic.Kind.responses.filter(under: root, hub: hub))",
-                ])
-            return sent
+        if case .allowed(let topic) = responseTopic {
+            send(topicName: topic, bytes, format: format, retain: false, correlationData: correlationData)
         }
-        send(topicName: responseTopic, bytes, format: format, retain: false, correlationData: request.correlationData)
         return sent
     }
 
     /// Publishes the answer to a controls request on the accessory's controls result topic.
     func publishControlsResult(
-        _ answer: BridgeAction.Answer, accessory: AccessoryID, requestID: String, format: PayloadFormat
+        _ answer: BridgeAction.Answer, accessory: AccessoryID, requestID: String, format: PayloadFormat,
+        published: EncodedState?
     ) -> Bool {
         metrics.result(answer.result)
         let result = RequestResult(requestID: requestID, sequence: 0, result: answer.result, state: answer.state)
-        return send(Topic.controlsResult(accessory: accessory), codec.encode(result, as: format), format: format,
-            retain: false)
+        return send(Topic.controlsResult(accessory: accessory), codec.encode(result, as: format, embedding: published),
+            format: format, retain: false)
     }
 
     /// Asks a hub to send everything about an accessory again.
@@ -73,6 +63,15 @@ struct Outbox: Sendable {
         metrics.commands[command.action]?.increment()
         let bytes = codec.encode(command, as: defaultFormat)
         return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
+    }
+
+    /// Publishes plain JSON (or text, or an empty payload) for home automation, QoS 1.
+    @discardableResult
+    func publish(json payload: [UInt8], to topic: String, retain: Bool) -> Bool {
+        publish(
+            MQTTMessage(
+                topic: topic, payload: payload, qos: .atLeastOnce, retain: retain,
+                properties: payload.isEmpty ? .none : MQTTProperties(contentType: "application/json")))
     }
 
     @discardableResult

@@ -52,10 +52,7 @@ public struct RoutingEngine: Sendable {
         /// How long after a call displaced a source its end still brings that source back (rule 11).
         public var interruptionWindow: Duration = .seconds(300)
 
-        public init(resumeWindow: Duration = .seconds(15), interruptionWindow: Duration = .seconds(300)) {
-            self.resumeWindow = resumeWindow
-            self.interruptionWindow = interruptionWindow
-        }
+        public init() {}
     }
 
     public let policy: Policy

@@ -26,8 +26,6 @@ struct ClientState {
     var isConnected = false
     /// Whether any CONNACK success happened since ``MQTTClient/start()``.
     var hasConnected = false
-    /// A CONNACK success since the network thread last waited before reconnecting: the backoff starts over.
-    var connectedSinceBackoff = false
     /// Why the last attempt to connect failed (unreachable, refused, TLS), until the next connection.
     var lastFailure: MQTTError?
 

@@ -82,28 +82,36 @@ extension ClientCore {
     }
 }
 
-/// The publishing session's connection, run by its receiving session's network thread beside that session's own:
-/// connecting and reconnecting with the same backoff, reading acknowledgements, writing what the handler published.
-/// Used on that thread only.
+/// The publishing session's connection, run by its receiving session's network thread beside that session's own,
+/// by the same ``ConnectionStateMachine`` (its own instance: the same backoff, the same DISCONNECT on a stop): reading
+/// acknowledgements, writing what the handler published. Used on that thread only.
 final class PublishingLink {
     let core: ClientCore
-    private var delay: Duration
-    /// When to try connecting next; `nil` while a connection is open or being made.
-    private var nextAttempt: ContinuousClock.Instant? = .now
-    private var attempted = false
 
     init(_ core: ClientCore) {
         self.core = core
-        delay = core.configuration.reconnectDelay
     }
 
     private var pointer: OpaquePointer { core.handle.pointer }
+
+    /// Whether the connection is open or being made (its socket is then the one to watch).
+    private var connecting: Bool {
+        switch core.loop.machine.phase {
+        case .connecting, .opening, .connected, .disconnecting: true
+        case .idle, .backingOff, .closed: false
+        }
+    }
+
+    /// The first attempt.
+    func start() {
+        core.perform(core.loop.machine.start())
+    }
 
     /// Adds the session's socket (when open) and wake pipe to a `poll`; returns where they are.
     func addDescriptors(to descriptors: inout [pollfd]) -> (socket: Int?, pipe: Int) {
         var socketIndex: Int?
         let socket = mosquitto_socket(pointer)
-        if socket >= 0 {
+        if connecting, socket >= 0 {
             socketIndex = descriptors.count
             descriptors.append(
                 pollfd(fd: socket, events: Int16(POLLIN) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0), revents: 0))
@@ -112,15 +120,17 @@ final class PublishingLink {
         return (socketIndex, descriptors.count - 1)
     }
 
-    /// How long `poll` may wait before the next connection attempt is due, if one is.
-    func millisecondsUntilNextAttempt() -> Int32? {
-        nextAttempt.map { Int32(clamping: max(0, ($0 - .now + .microseconds(999)).wholeMillisecondsRoundedDown)) }
+    /// How long `poll` may wait before the state machine has something to do (an attempt, a DISCONNECT's time up).
+    func millisecondsUntilDeadline() -> Int32? {
+        core.loop.machine.nextDeadline.map {
+            Int32(clamping: max(0, ($0 - .now + .microseconds(999)).wholeMillisecondsRoundedDown))
+        }
     }
 
     /// After `poll`: reads what arrived (acknowledgements), writes what waits, keeps the connection alive.
     func service(_ descriptors: [pollfd], at index: (socket: Int?, pipe: Int)) {
         if descriptors[index.pipe].revents != 0 { core.wakePipe.drain() }
-        guard nextAttempt == nil else { return }
+        guard connecting else { return }
         guard mosquitto_socket(pointer) >= 0 else {
             ended(MosquittoLibrary.noConnection)
             return
@@ -140,6 +150,11 @@ final class PublishingLink {
         }
     }
 
+    /// The time passed: an attempt may be due.
+    func tick() {
+        core.perform(core.loop.machine.tick(at: .now))
+    }
+
     /// Corks or uncorks the session's socket (see ``ClientCore/holdWrites(_:on:)``).
     func holdWrites(_ hold: Bool) {
         ClientCore.holdWrites(hold, on: pointer)
@@ -147,69 +162,33 @@ final class PublishingLink {
 
     /// Writes what the handler just published (after each packet the receiving session read).
     func write() {
-        guard nextAttempt == nil, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }
+        guard connecting, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }
         ended(rc)
     }
 
-    /// Connects when an attempt is due (and no stop was asked for).
-    func connectIfDue() {
-        guard let due = nextAttempt, ContinuousClock.now >= due, !core.stopRequested else { return }
-        let failure: MQTTError?
-        if attempted {
-            let rc = mosquitto_reconnect(pointer)
-            failure = rc == MosquittoLibrary.success ? nil : MQTTError.library(rc)
-        } else {
-            failure = core.connectFirst(pointer)
-        }
-        attempted = true
-        guard let failure else {
-            nextAttempt = nil
-            return
-        }
-        core.logger.warning(
-            "MQTT connect failed",
-            metadata: [
-                "mqtt.host": "\(core.configuration.host)", "mqtt.port": "\(core.configuration.port)",
-                "mqtt.error": "\(failure)",
-            ])
-        scheduleAttempt()
-    }
-
-    /// Sends DISCONNECT (the broker does not publish the will) and waits up to two seconds for it to leave: the
-    /// receiving session's loop is ending.
+    /// The receiving session's loop is ending: a DISCONNECT (the broker does not publish the will), given up to its
+    /// timeout to leave.
     func shutDown() {
         core.state.withLock { state in
             if state.lifecycle == .running { state.lifecycle = .stopped }
         }
-        guard nextAttempt == nil, mosquitto_socket(pointer) >= 0 else { return }
-        _ = mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil)
-        let deadline = ContinuousClock.now + .seconds(2)
-        var rc = MosquittoLibrary.success
-        while rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0, ContinuousClock.now < deadline {
+        core.perform(core.loop.machine.stop(at: .now))
+        while !core.loop.finished, connecting {
             var descriptors: [pollfd] = []
             let index = addDescriptors(to: &descriptors)
-            _ = poll(&descriptors, nfds_t(descriptors.count), 100)
+            _ = poll(&descriptors, nfds_t(descriptors.count), millisecondsUntilDeadline() ?? 100)
+            var rc = MosquittoLibrary.success
             if let socket = index.socket, descriptors[socket].revents != 0 { rc = mosquitto_loop_read(pointer, 1) }
             if rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0, let failed = core.writeIfWanted(pointer) {
                 rc = failed
             }
+            if rc != MosquittoLibrary.success || mosquitto_socket(pointer) < 0 { ended(rc) }
+            tick()
         }
-        core.connectionEnded(rc)
     }
 
     private func ended(_ rc: Int32) {
-        core.connectionEnded(rc)
-        let reset = core.state.withLock { state in
-            defer { state.connectedSinceBackoff = false }
-            return state.connectedSinceBackoff
-        }
-        if reset { delay = core.configuration.reconnectDelay }
-        scheduleAttempt()
-    }
-
-    private func scheduleAttempt() {
-        core.logger.debug("MQTT reconnecting after a delay", metadata: ["mqtt.delay": "\(delay)"])
-        nextAttempt = .now + delay
-        delay = min(delay * 2, max(core.configuration.maximumReconnectDelay, core.configuration.reconnectDelay))
+        core.loop.connack = nil
+        core.perform(core.loop.machine.connectionEnded(MQTTError.disconnected(code: rc), at: .now))
     }
 }

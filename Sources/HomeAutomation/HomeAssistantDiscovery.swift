@@ -2,12 +2,39 @@ import AccessoryModel
 import AccessoryWire
 import Foundation
 
+/// What an accessory's discovery config shows: everything ``HomeAssistantDiscovery/accessoryConfig(_:)`` reads, and
+/// nothing else, as one value. A config is published again exactly when this changes: a field added here is compared
+/// too, and the config cannot show what is not here.
+public struct AccessoryDevice: Hashable, Sendable {
+    public var id: AccessoryID
+    public var name: String
+    public var model: String
+    public var hub: HubID
+    public var sources: [BluetoothAddress]
+    public var pinnedSource: BluetoothAddress?
+
+    public init(_ state: AccessoryState) {
+        let accessory = state.accessory
+        id = accessory.id
+        name = accessory.name
+        model = accessory.model
+        hub = accessory.hub
+        sources = accessory.configuration.audioSources
+        pinnedSource = accessory.pinnedSource
+    }
+}
+
 /// Home Assistant MQTT discovery, device-based (one retained `{prefix}/device/{id}/config` per device with its
 /// components, the format Home Assistant reads since 2024.11): one device per accessory, per hub and for the bridge.
 /// Every id is derived from the topic root and the accessory's or hub's id, so it never changes.
-struct HomeAssistantDiscovery: Sendable {
-    let prefix: String
-    let root: TopicRoot
+public struct HomeAssistantDiscovery: Sendable {
+    public let prefix: String
+    public let root: TopicRoot
+
+    public init(prefix: String, root: TopicRoot) {
+        self.prefix = prefix
+        self.root = root
+    }
 
     /// `aab_{root}`: the root with every character outside `A–Z a–z 0–9 _ -` as `_` (Home Assistant's grammar for a
     /// discovery id, which is one topic level).
@@ -20,7 +47,7 @@ struct HomeAssistantDiscovery: Sendable {
     var bridgeID: String { "\(base)_bridge" }
 
     func configTopic(_ objectID: String) -> String { "\(prefix)/device/\(objectID)/config" }
-    var configFilter: String { "\(prefix)/device/+/config" }
+    public var configFilter: String { "\(prefix)/device/+/config" }
     var statusTopic: String { "\(prefix)/status" }
 
     /// The object id a config topic names, when it is one of this bridge's (for the start-up clean-up).
@@ -29,19 +56,6 @@ struct HomeAssistantDiscovery: Sendable {
         guard topic.hasPrefix(head), topic.hasSuffix(tail) else { return nil }
         let objectID = String(topic.dropFirst(head.count).dropLast(tail.count))
         return objectID.hasPrefix(base + "_") ? objectID : nil
-    }
-
-    /// A hash of everything ``accessoryConfig(_:)`` reads: when it is unchanged, so is the config (and nothing is
-    /// built or published).
-    func configKey(_ state: AccessoryState) -> Int {
-        let accessory = state.accessory
-        var hasher = Hasher()
-        hasher.combine(accessory.name)
-        hasher.combine(accessory.model)
-        hasher.combine(accessory.hub)
-        hasher.combine(accessory.configuration.audioSources)
-        hasher.combine(accessory.pinnedSource)
-        return hasher.finalize()
     }
 
     /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.
@@ -63,14 +77,13 @@ struct HomeAssistantDiscovery: Sendable {
         options.merging(["p": platform, "unique_id": "\(device)_\(name)", "qos": 1]) { $1 }
     }
 
-    /// An accessory's device and its components.
-    func accessoryConfig(_ state: AccessoryState) -> [String: Any] {
-        let accessory = state.accessory
+    /// An accessory's device and its components, from what it shows alone.
+    func accessoryConfig(_ accessory: AccessoryDevice) -> [String: Any] {
         let id = accessoryID(accessory.id)
         let view = topic(.accessoryView(accessory: accessory.id))
         let controls = topic(.controls(accessory: accessory.id))
         let events = topic(.accessoryEvents(accessory: accessory.id))
-        let sources = accessory.configuration.audioSources.map(\.description)
+        let sources = accessory.sources.map(\.description)
         var pinOptions = ["automatic"] + sources
         if let pinned = accessory.pinnedSource?.description, !pinOptions.contains(pinned) { pinOptions.append(pinned) }
         func component(_ name: String, _ platform: String, _ options: [String: Any]) -> (String, [String: Any]) {

@@ -1,0 +1,122 @@
+import AccessoryModel
+import Foundation
+import AccessoryWire
+@testable import HomeAutomation
+import Testing
+
+/// What home automation is owed, without the bridge or a broker: events in, publications out.
+@Suite struct HomeAutomationStateMachineTests {
+    typealias Machine = HomeAutomationStateMachine
+    static let hub = HubID("hub-1")!
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+
+    static func state(
+        _ id: String, name: String = "Studio", registration: Registration = .registered, sources: [BluetoothAddress] = [],
+        placement: Placement? = nil
+    ) -> AccessoryState {
+        let configuration = Configuration(
+            devicePlacement: placement, deviceCapabilities: .all, primaryAudioSourceDeviceIdentifier: sources.first?.data)
+        return AccessoryState(
+            Accessory(
+                id: AccessoryID(id)!, hub: hub, registration: registration, name: name, hardwareCapabilities: .all,
+                configuration: configuration, updatedAt: Timestamp(unixMilliseconds: 1_763_790_000_000)),
+            routedSource: nil)
+    }
+
+    static func topics(_ publications: [Machine.Publication]) -> [String] { publications.map(\.topic) }
+
+    let config = "homeassistant/device/aab_audio_headphones/config"
+    let hubConfig = "homeassistant/device/aab_audio_hub_hub-1/config"
+
+    @Test func aConfigIsPublishedWhenWhatItShowsChangesAndOnlyThen() {
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let first = machine.stateChanged(Self.state("headphones"))
+        #expect(Self.topics(first) == ["audio/accessories/headphones/view", hubConfig, config])
+        // A placement is not in the config: the view alone.
+        let placed = machine.stateChanged(Self.state("headphones", placement: .onHead))
+        #expect(Self.topics(placed) == ["audio/accessories/headphones/view"])
+        // A source is: the config again (its pinned-source options follow the sources).
+        let sourced = machine.stateChanged(Self.state("headphones", sources: [Self.phone]))
+        #expect(Self.topics(sourced) == ["audio/accessories/headphones/view", config])
+        // Unpaired: its view and its config are removed.
+        let unpaired = machine.stateChanged(Self.state("headphones", registration: .unpaired))
+        #expect(unpaired.map(\.topic) == ["audio/accessories/headphones/view", config])
+        #expect(unpaired.allSatisfy { $0.payload.isEmpty && $0.retain })
+    }
+
+    @Test func theInputsOfAConfigAreOneValue() {
+        // AccessoryDevice is what the config shows: two states that differ only where the config does not look make
+        // the same device, and so the same config.
+        let a = AccessoryDevice(Self.state("headphones", placement: .onHead))
+        let b = AccessoryDevice(Self.state("headphones", placement: .offHead))
+        #expect(a == b)
+        #expect(AccessoryDevice(Self.state("headphones", name: "Other")) != a)
+    }
+
+    @Test func announcingEveryAccessoryGoesInSlicesAndRemovesWhatIsStaleAfterTheLast() {
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        // Found retained at start-up: an unchanged config of a0 (as it would be published), and one of an accessory
+        // that is gone.
+        var twin = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let a0 = twin.stateChanged(Self.state("a0")).first { $0.topic.hasSuffix("aab_audio_a0/config") }!
+        let seen = [
+            machine.retainedMessageSeen(topic: a0.topic, payload: a0.payload),
+            machine.retainedMessageSeen(topic: "homeassistant/device/aab_audio_gone/config", payload: [0x7B, 0x7D]),
+            machine.retainedMessageSeen(topic: "homeassistant/device/someone_else/config", payload: [0x7B, 0x7D]),
+        ]
+        #expect(seen == [true, true, false], "the last is not this bridge's")
+
+        let ids = (0..<5).map { AccessoryID("a\($0)")! }
+        let first = machine.firstConnected(accessories: ids, hubsOnline: [Self.hub])
+        #expect(Self.topics(first) == ["homeassistant/device/aab_audio_bridge/config", hubConfig])
+        #expect(machine.isAnnouncing)
+        let lookup = { (id: AccessoryID) in Self.state(id.rawValue) }
+        let slice1 = machine.nextSlice(budget: 2, state: lookup)
+        // a0 is unchanged (no publication, no budget spent): a1 and a2.
+        #expect(Self.topics(slice1) == ["homeassistant/device/aab_audio_a1/config", "homeassistant/device/aab_audio_a2/config"])
+        #expect(machine.isAnnouncing)
+        let slice2 = machine.nextSlice(budget: 2, state: lookup)
+        #expect(Self.topics(slice2) == [
+            "homeassistant/device/aab_audio_a3/config", "homeassistant/device/aab_audio_a4/config",
+            "homeassistant/device/aab_audio_gone/config",
+        ])
+        #expect(slice2.last?.payload.isEmpty == true, "the stale one removed")
+        #expect(!machine.isAnnouncing)
+        #expect(machine.nextSlice(budget: 2, state: lookup).isEmpty)
+    }
+
+    @Test func anAccessoryThatChangedBeforeItsSliceIsNotAnnouncedTwice() {
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        _ = machine.homeAssistantStatus(Array("online".utf8), accessories: [AccessoryID("headphones")!], hubsOnline: [])
+        #expect(machine.stateChanged(Self.state("headphones")).contains { $0.topic == config })
+        #expect(machine.nextSlice(budget: 10) { _ in Self.state("headphones") }.isEmpty)
+        // Home Assistant's "offline" asks for nothing.
+        #expect(machine.homeAssistantStatus(Array("offline".utf8), accessories: [], hubsOnline: []).isEmpty)
+    }
+
+    @Test func whatTheQueueRefusedIsDueOnceItDrains() {
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let publications = machine.stateChanged(Self.state("headphones"))
+        for publication in publications where publication.topic.hasSuffix("/config") { machine.notSent(publication) }
+        // The hub's config and the accessory's were refused: due again, as they are now, once the queue drains.
+        let drained = machine.queueDrained { _ in Self.state("headphones") }
+        #expect(Self.topics(drained) == [hubConfig, config])
+        #expect(machine.queueDrained { _ in Self.state("headphones") }.isEmpty, "once")
+    }
+
+    @Test func theBridgesViewGoesOnlyWhenItsCountsChange() {
+        var machine = Machine(root: .default, homeAssistantPrefix: nil, version: "1.0")
+        let view = machine.statistics(accessories: 2, worn: 1, routed: 0, hubsOnline: 1)
+        #expect(view.map { String(decoding: $0.payload, as: UTF8.self) }
+            == [#"{"accessories":2,"hubs_online":1,"routed":0,"version":"1.0","worn":1}"#])
+        #expect(machine.statistics(accessories: 2, worn: 1, routed: 0, hubsOnline: 1).isEmpty)
+    }
+
+    @Test func withoutDiscoveryTheViewsStay() {
+        var machine = Machine(root: .default, homeAssistantPrefix: nil)
+        #expect(Self.topics(machine.stateChanged(Self.state("headphones"))) == ["audio/accessories/headphones/view"])
+        #expect(machine.firstConnected(accessories: [AccessoryID("headphones")!], hubsOnline: [Self.hub]).isEmpty)
+        #expect(!machine.isAnnouncing)
+        #expect(Self.topics(machine.hubStatus(Self.hub, online: true)) == ["audio/hubs/hub-1/availability"])
+    }
+}
