@@ -83,6 +83,7 @@ let package = Package(
             dependencies: [
                 "CMosquitto", .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
             ]
         ),
 

@@ -24,6 +24,15 @@ import Synchronization
 /// After every step: a telemetry message got exactly one result; restoring published nothing; no source is routed
 /// to two accessories by their latest states (rule 3).
 final class InvariantChecker: MessagePublisher {
+    /// One bridge reads every playing device through one filter: it never subscribes per device.
+    func subscribe(_ filter: String) throws(MQTTError) {
+        preconditionFailure("a single bridge subscribed to \(filter)")
+    }
+
+    func unsubscribe(_ filter: String) throws(MQTTError) {
+        preconditionFailure("a single bridge unsubscribed from \(filter)")
+    }
+
     /// What the bridge is doing while it publishes.
     enum Step: Sendable {
         case telemetry(hub: HubID, accessory: AccessoryID, properties: MQTTProperties)

@@ -66,6 +66,8 @@ struct BridgeMetrics: Sendable {
 
     enum Refusal: String, CaseIterable, Sendable {
         case topic, contentType = "content_type", tooLarge = "too_large", protobuf, json, value
+        /// In a cluster: a hub's message on another slot's topics.
+        case slot
     }
 
     init(factory: any MetricsFactory) {

@@ -29,7 +29,10 @@ import MQTTClient
 // builds). `decodeRetained` reads only `let` properties.
 public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var core: BridgeStateMachine
-    private let root: TopicRoot
+    /// Where its topics live (one bridge: all under the configured root; a cluster's slot: see ``ServedSlot``).
+    private let roots: TopicRoots
+    /// The hubs' and accessories' topic root.
+    private var root: TopicRoot { roots.root }
     private let codec: WireCodec
     private let defaultFormat: PayloadFormat
     private let clock: WallClock
@@ -51,11 +54,13 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var receivedAt: ContinuousClock.Instant?
     private var heapTrimmer = HeapTrimmer()
 
+    /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
-        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: MQTTMessage? = nil
+        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: MQTTMessage? = nil, slot: ServedSlot? = nil
     ) {
-        root = configuration.topicRoot
+        let roots = TopicRoots(configuration.topicRoot, slot: slot)
+        self.roots = roots
         codec = WireCodec(maximumPayloadSize: configuration.maximumPayloadSize)
         defaultFormat = configuration.payloadFormat
         self.clock = clock
@@ -66,16 +71,25 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         housekeepingInterval = configuration.statisticsInterval
         nextHousekeeping = configuration.statisticsInterval.map { _ in clock.now }
         outbox = Outbox(
-            publisher: publisher, root: configuration.topicRoot, codec: codec, defaultFormat: configuration.payloadFormat,
+            publisher: publisher, roots: roots, epoch: slot?.epoch ?? 0, codec: codec,
+            defaultFormat: configuration.payloadFormat,
             metrics: metrics, logger: logger)
         if configuration.homeAutomation {
             homeAutomation = HomeAutomationStateMachine(
-                root: configuration.topicRoot, homeAssistantPrefix: configuration.homeAssistantPrefix,
+                root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix,
                 version: configuration.version)
         }
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
         let base = UInt64(max(0, clock.now.unixMilliseconds)) * 1000
-        core = BridgeStateMachine(policy: configuration.policy, instanceID: instanceID, commandSequenceBase: base)
+        core = BridgeStateMachine(
+            policy: configuration.policy, instanceID: instanceID, commandSequenceBase: base, slot: slot?.slot,
+            epoch: slot?.epoch ?? 0)
+    }
+
+    /// In a cluster, the playing devices' state topics the slot reads once restored (one bridge: none; it reads them
+    /// all through one filter).
+    public var sourceSubscriptions: [String] {
+        core.watchedSources.map { roots.name(.sourceState(source: $0)) }
     }
 
     // MARK: - MQTTClientHandler
@@ -193,7 +207,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         let topic: Topic
         do {
-            topic = try Topic(parsing: message.topic, under: root)
+            topic = try roots.parse(message.topic)
         } catch {
             metrics.refused[.topic]?.increment()
             logger.warning(
@@ -204,6 +218,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         switch topic {
         case .telemetry(let hub, let accessory):
             metrics.received["telemetry"]?.increment()
+            if core.refusal(of: hub) != nil { metrics.refused[.slot]?.increment() }
             telemetry(message, hub: hub, accessory: accessory)
         case .hubStatus(let hub):
             metrics.received["hub_status"]?.increment()
@@ -270,6 +285,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     private func hubStatus(_ message: MQTTMessage, hub: HubID) {
+        if let refusal = core.refusal(of: hub) {
+            refuse(message, .slot, refusal.reason)
+            return
+        }
         // An empty payload is a HubStatus with every field at its default: offline (which is also what clearing a
         // hub's retained status should mean).
         let status: HubStatus
@@ -336,7 +355,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// the start-up reader's network thread runs it while the task that owns the processor takes back the states
     /// decoded before (see ``RetainedStates``).
     public func decodeRetained(_ message: MQTTMessage) -> RetainedMessage {
-        switch try? Topic(parsing: message.topic, under: root) {
+        switch try? roots.parse(message.topic) {
         case .sourceState(let source)?:
             if let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message)) {
                 return RetainedMessage(content: .source(report, source))
@@ -463,6 +482,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                         "last_sequence": "\(rebirth.lastSequence)", "sequence": "\(rebirth.receivedSequence)",
                     ])
                 sent = outbox.publishRebirthRequest(rebirth)
+            case .watchSource(let source):
+                sent = watch(source, true)
+            case .unwatchSource(let source):
+                sent = watch(source, false)
             }
             if !sent {
                 core.notSent(action)
@@ -519,6 +542,20 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Starts or stops reading a playing device's state (a cluster's slot reads those its accessories list).
+    private func watch(_ source: BluetoothAddress, _ on: Bool) -> Bool {
+        let topic = roots.name(.sourceState(source: source))
+        do {
+            if on { try outbox.publisher.subscribe(topic) } else { try outbox.publisher.unsubscribe(topic) }
+        } catch {
+            logger.error(
+                on ? "could not subscribe to a playing device's state" : "could not unsubscribe",
+                metadata: ["mqtt.filter": "\(topic)", "error": "\(error)"])
+        }
+        // Remembered by the client across reconnections either way: nothing to do again later.
+        return true
+    }
 
     /// The format a message's content type or first byte says.
     private func format(of message: MQTTMessage) throws(WireError) -> PayloadFormat {

@@ -15,6 +15,9 @@ public final class AccessoryHub: Sendable {
     /// How a hub connects and talks.
     public struct Options: Sendable {
         public var topicRoot: TopicRoot = .default
+        /// The number of slots of the cluster of bridges this hub talks to (docs/scale-out.md), or `nil` for a single
+        /// bridge: then the hub's topics live under its slot's root, `R/slots/{FNV-1a-64(hub id) mod slots}`.
+        public var slots: ClusterSlots?
         /// How long to wait for the bridge's answer before failing with `.unknown`.
         public var timeout: Duration = .seconds(5)
         /// The format of the telemetry this hub sends (the bridge answers in the same format).
@@ -25,6 +28,11 @@ public final class AccessoryHub: Sendable {
         public var announcesStatus = true
 
         public init() {}
+
+        /// The root of `hub`'s topics: its slot's in a cluster, else ``topicRoot``.
+        public func root(of hub: HubID) -> TopicRoot {
+            slots.map { $0.root(of: hub, under: topicRoot) } ?? topicRoot
+        }
     }
 
     public let hubID: HubID
@@ -37,14 +45,19 @@ public final class AccessoryHub: Sendable {
     private let states = Mutex<[AccessoryID: AccessoryState]>([:])
     private let sequences = Mutex<[AccessoryID: UInt64]>([:])
     private let requestCounter = Atomic<UInt64>(0)
+    /// The highest ownership epoch of the bridge's results: one of an older owner (cut off since) is dropped.
+    private let epoch = Atomic<UInt64>(0)
+    /// The root of this hub's topics (see ``Options/root(of:)``).
+    private let root: TopicRoot
 
     /// Creates the hub's connection; call ``start()`` to connect.
     public init(hubID: HubID, mqtt: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(MQTTError) {
         self.hubID = hubID
         self.options = options
         self.logger = logger
+        root = options.root(of: hubID)
         let token = String(UInt64.random(in: .min ... .max), radix: 16)
-        responseTopic = Topic.responses(hub: hubID, name: token).name(under: options.topicRoot)
+        responseTopic = Topic.responses(hub: hubID, name: token).name(under: root)
         var mqtt = mqtt
         if options.announcesStatus {
             mqtt.will = Self.status(online: false, of: hubID, options: options)
@@ -91,7 +104,7 @@ public final class AccessoryHub: Sendable {
     private static func status(online: Bool, of hub: HubID, options: Options) -> MQTTMessage {
         let status = HubStatus(online: online, since: WallClock.system.now)
         return MQTTMessage(
-            topic: Topic.hubStatus(hub: hub).name(under: options.topicRoot),
+            topic: Topic.hubStatus(hub: hub).name(under: options.root(of: hub)),
             payload: WireCodec().encode(status, as: options.payloadFormat), qos: .atLeastOnce, retain: true,
             properties: MQTTProperties(contentType: options.payloadFormat.contentType))
     }
@@ -158,7 +171,7 @@ public final class AccessoryHub: Sendable {
         let payload = codec.encodeTelemetry(
             request, sequence: nextSequence(for: id), requestID: requestID, as: options.payloadFormat)
         let message = MQTTMessage(
-            topic: Topic.telemetry(hub: hubID, accessory: id).name(under: options.topicRoot),
+            topic: Topic.telemetry(hub: hubID, accessory: id).name(under: root),
             payload: payload, qos: .atLeastOnce,
             properties: MQTTProperties(
                 contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
@@ -186,6 +199,14 @@ public final class AccessoryHub: Sendable {
             let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
             let result = try codec.decode(
                 RequestResult.self, from: message.payload, format: format, at: WallClock.system.now)
+            let highest = epoch.max(result.epoch, ordering: .relaxed).newValue
+            guard result.epoch >= highest else {
+                // An owner that lost the hub's slot since answered: the new owner answers a retry.
+                logger.warning(
+                    "dropped a result of an older owner of the hub's slot",
+                    metadata: ["epoch": "\(result.epoch)", "current_epoch": "\(highest)"])
+                return
+            }
             pending.finish(correlation, with: .success(result))
         } catch {
             logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])

@@ -12,6 +12,10 @@ public enum BridgeAction: Hashable, Sendable {
     case sendCommand(SwitchCommand)
     /// Asks a hub to send everything about an accessory again: its telemetry showed a gap.
     case requestRebirth(Rebirth)
+    /// In a cluster: an accessory of the slot lists this playing device now, and none did: read its state.
+    case watchSource(BluetoothAddress)
+    /// In a cluster: no accessory of the slot lists this playing device any more: stop reading its state.
+    case unwatchSource(BluetoothAddress)
 
     /// The answer to one request.
     public struct Answer: Hashable, Sendable {

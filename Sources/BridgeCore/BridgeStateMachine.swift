@@ -7,8 +7,9 @@ import AccessoryModel
 /// It never reads a clock and performs no I/O: the bridge decodes a message, calls one transition, and publishes
 /// what comes back (postgres-nio's `ConnectionStateMachine` is the model). One owner calls it, one event at a time.
 ///
-/// Its state is a function of the events of its accessories and sources alone, so the accessories of a fleet could be
-/// split between several machines (each with its own MQTT session), by accessory, without changing it.
+/// Its state is a function of the events of its accessories and sources alone, so the accessories of a fleet are
+/// split between several machines in a cluster: one per slot (``ClusterSlot``), each with its own MQTT session, which
+/// refuses the hubs of other slots and says which playing devices' states to read (``BridgeAction/watchSource(_:)``).
 public struct BridgeStateMachine: Sendable {
     /// Limits and timings.
     public struct Policy: Hashable, Sendable {
@@ -32,20 +33,35 @@ public struct BridgeStateMachine: Sendable {
     private var republishing: [AccessoryID] = []
     /// Hubs whose retained status says online.
     public private(set) var hubsOnline: Set<HubID> = []
+    /// In a cluster, the slot this machine serves: other slots' hubs are refused.
+    public let slot: ClusterSlot?
+    /// The ownership epoch every state and command carries (0 for a single bridge).
+    public let epoch: UInt64
+    /// In a cluster, the playing devices the accessories list: the slot reads their states only.
+    private var listed: ListedSources?
 
     /// - Parameters:
     ///   - instanceID: distinguishes this run's command ids from other runs'.
     ///   - commandSequenceBase: commands are numbered from here up (see ``RoutingEngine/commandSequenceBase``).
-    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
+    ///   - slot: in a cluster, the slot served (`nil`: one bridge serves every hub and reads every device).
+    ///   - epoch: the slot's ownership epoch, carried by every state and command.
+    public init(
+        policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, slot: ClusterSlot? = nil,
+        epoch: UInt64 = 0
+    ) {
         self.policy = policy
-        routing = RoutingEngine(policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase)
+        self.slot = slot
+        self.epoch = epoch
+        listed = slot.map { _ in ListedSources() }
+        routing = RoutingEngine(
+            policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase, epoch: epoch)
     }
 
     // MARK: - Queries
 
     /// What the bridge publishes about `id`, if it knows it.
     public func state(of id: AccessoryID) -> AccessoryState? {
-        store[id].map { AccessoryState($0, routedSource: routing.routedSource(for: id)) }
+        store[id].map(published)
     }
 
     /// How many accessories the bridge keeps.
@@ -71,7 +87,7 @@ public struct BridgeStateMachine: Sendable {
 
     /// Every accessory's state, made as it is read.
     public func allStates() -> some Sequence<AccessoryState> {
-        store.all.lazy.map { AccessoryState($0, routedSource: routing.routedSource(for: $0.id)) }
+        store.all.lazy.map(published)
     }
 
     /// How many accessories and sources the routing engine keeps (see ``RoutingEngine/footprint``).
@@ -79,6 +95,15 @@ public struct BridgeStateMachine: Sendable {
 
     /// When ``tick(at:)`` next has something to do, if ever.
     public var nextDeadline: Timestamp? { agenda.earliest }
+
+    /// In a cluster, the playing devices whose states the slot reads (after restoring: to subscribe to them all);
+    /// empty for a single bridge, which reads every device's.
+    public var watchedSources: [BluetoothAddress] { listed.map { Array($0.all) } ?? [] }
+
+    /// Why `hub`'s messages do not belong here (another slot's hub), or `nil`.
+    public func refusal(of hub: HubID) -> AccessoryControlError? {
+        slot?.refusal(of: hub)
+    }
 
     // MARK: - Events
 
@@ -91,6 +116,9 @@ public struct BridgeStateMachine: Sendable {
         _ request: Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, from hub: HubID,
         about id: AccessoryID, at now: Timestamp
     ) -> [BridgeAction] {
+        if let refusal = refusal(of: hub) {
+            return [.answer(.init(.failed(refusal), state: nil))]
+        }
         var machine = self.machine(for: id)
         let deadline = machine.nextDeadline
         let outcome = machine.process(request, sequence: sequence, from: hub, at: now)
@@ -101,13 +129,13 @@ public struct BridgeStateMachine: Sendable {
         var actions: [BridgeAction] = []
         var rerouted: [AccessoryID] = []
         if outcome.stateChanged {
-            store.save(accessory)
+            save(accessory, into: &actions)
             if case .applied = outcome.result {
                 rerouted = route(accessory, at: now, into: &actions)
             }
             scheduleDiagnostics(of: machine, before: deadline)
         }
-        let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
+        let state = published(accessory)
         if outcome.stateChanged {
             precondition(outcome.requesterOwns, "only the owner's request changes an accessory")
         }
@@ -135,10 +163,10 @@ public struct BridgeStateMachine: Sendable {
         } catch {
             return [.answer(.init(.failed(error), state: nil))]
         }
-        store.save(accessory)
         var actions: [BridgeAction] = []
+        save(accessory, into: &actions)
         let rerouted = route(accessory, at: now, into: &actions)
-        let state = AccessoryState(accessory, routedSource: routing.routedSource(for: id))
+        let state = published(accessory)
         actions.append(.answer(.init(.applied, state: state, publishesState: true)))
         publishStates(of: rerouted, except: id, into: &actions)
         return actions
@@ -153,10 +181,10 @@ public struct BridgeStateMachine: Sendable {
             var machine = self.machine(for: id)
             let deadline = machine.nextDeadline
             guard let accessory = machine.hubAvailabilityChanged(hub, online: online, at: now) else { continue }
-            store.save(accessory)
+            save(accessory, into: &actions)
             rerouted += route(accessory, at: now, into: &actions).filter { $0 != id }
             scheduleDiagnostics(of: machine, before: deadline)
-            actions.append(.publishState(AccessoryState(accessory, routedSource: routing.routedSource(for: id))))
+            actions.append(.publishState(published(accessory)))
         }
         // Accessories whose route another one's change moved, once each, as they are now.
         var seen = Set<AccessoryID>()
@@ -185,9 +213,9 @@ public struct BridgeStateMachine: Sendable {
             case .accessory(let id):
                 var machine = self.machine(for: id)
                 guard let accessory = machine.tick(at: now) else { continue }
-                store.save(accessory)
+                save(accessory, into: &actions)
                 scheduleDiagnostics(of: machine, before: nil)
-                actions.append(.publishState(AccessoryState(accessory, routedSource: routing.routedSource(for: id))))
+                actions.append(.publishState(published(accessory)))
             }
         }
         return actions
@@ -204,7 +232,7 @@ public struct BridgeStateMachine: Sendable {
         case .sendCommand(let command): routing.commandNotSent(command)
         case .publishState(let state): unpublished.insert(state.accessory.id)
         case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
-        case .answer: break
+        case .answer, .watchSource, .unwatchSource: break
         }
     }
 
@@ -234,7 +262,8 @@ public struct BridgeStateMachine: Sendable {
 
     /// Takes back an accessory as its retained state had it, before any event: nothing is published.
     public mutating func restore(_ state: AccessoryState, at now: Timestamp) {
-        store.save(state.accessory)
+        var nothing: [BridgeAction] = []
+        save(state.accessory, into: &nothing)
         routing.restore(RoutingAccessory(state.accessory), routedSource: state.routedSource, at: now)
         // From the state itself: reading it back from the store would convert it again.
         let machine = AccessoryStateMachine(restoring: state.accessory, policy: policy.accessory)
@@ -253,6 +282,21 @@ public struct BridgeStateMachine: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// What the bridge publishes about `accessory`: with its routed source, and this machine's epoch.
+    private func published(_ accessory: Accessory) -> AccessoryState {
+        AccessoryState(accessory, routedSource: routing.routedSource(for: accessory.id), epoch: epoch)
+    }
+
+    /// Keeps `accessory`; in a cluster, says which playing devices the slot starts or stops reading.
+    private mutating func save(_ accessory: Accessory, into actions: inout [BridgeAction]) {
+        if listed != nil {
+            let before = store[accessory.id].map { RoutingAccessory($0).connected } ?? []
+            let (started, ended) = listed!.relist(from: before, to: RoutingAccessory(accessory).connected)
+            actions += started.map(BridgeAction.watchSource) + ended.map(BridgeAction.unwatchSource)
+        }
+        store.save(accessory)
+    }
 
     private func machine(for id: AccessoryID) -> AccessoryStateMachine {
         store[id].map { AccessoryStateMachine(restoring: $0, policy: policy.accessory) }

@@ -115,13 +115,7 @@ public final class MQTTClient: Sendable {
         let (previous, connected) = try core.state.withLock {
             (state: inout ClientState) throws(MQTTError) -> (Subscription?, Bool) in
             guard state.lifecycle != .closed else { throw MQTTError.closed }
-            var previous: Subscription?
-            if let index = state.subscriptions.firstIndex(where: { $0.filter == filter }) {
-                previous = state.subscriptions[index]
-                state.subscriptions[index] = subscription
-            } else {
-                state.subscriptions.append(subscription)
-            }
+            let previous = state.subscriptions.updateValue(subscription, forKey: filter)
             return (previous, state.isConnected)
         }
         guard connected else { return }
@@ -132,14 +126,30 @@ public final class MQTTClient: Sendable {
             if let mid { core.recordSubscribe(mid: mid, filter: filter) }
         } catch {
             core.state.withLock { state in
-                guard let index = state.subscriptions.firstIndex(where: { $0.filter == filter }) else { return }
                 if let previous {
-                    state.subscriptions[index] = previous
+                    state.subscriptions[filter] = previous
                 } else {
-                    state.subscriptions.remove(at: index)
+                    state.subscriptions.removeValue(forKey: filter)
                 }
             }
             throw error
+        }
+    }
+
+    /// Unsubscribes now if connected, and no longer subscribes after a reconnect. A filter not subscribed is ignored.
+    public func unsubscribe(_ filter: String) throws(MQTTError) {
+        let connected = try core.state.withLock { (state: inout ClientState) throws(MQTTError) -> Bool in
+            guard state.lifecycle != .closed else { throw MQTTError.closed }
+            guard state.subscriptions.removeValue(forKey: filter) != nil else { return false }
+            return state.isConnected
+        }
+        guard connected else { return }
+        try core.withHandle { pointer throws(MQTTError) in
+            let rc = mosquitto_unsubscribe(pointer, nil, filter)
+            // Not connected after all: the next connection does not subscribe it.
+            guard rc == MosquittoLibrary.success || rc == MosquittoLibrary.noConnection else {
+                throw MQTTError.library(rc)
+            }
         }
     }
 

@@ -17,7 +17,10 @@
  *    the SDK behind each accessory's request in flight. It stops after --seconds or --rounds requests per
  *    accessory, then waits up to --drain seconds: requests still without a completion are lost.
  * 4. --verify reads every accessory's retained state and compares it with what the hub last sent (registration,
- *    name, hardware capabilities, configuration, last sequence, last error).
+ *    name, hardware capabilities, configuration, last sequence, last error), and checks that no playing device is
+ *    routed to two accessories.
+ * --slots S talks to a cluster of bridges with S slots (docs/scale-out.md): each hub's topics are under its slot's
+ *    root, the devices' fence goes to every slot, and the states are read under every slot.
  * --svg FILE sweeps offered rates (--sweep R1,R2,... or fractions of a first flood's throughput) and draws latency
  * against offered rate.
  *
@@ -64,6 +67,7 @@ struct options {
     double drain;
     long timeout_ms;
     long timeout_max_ms;
+    long slots; /* 0: a single bridge */
     bool json;
     bool verify;
     bool quiet;
@@ -101,6 +105,7 @@ struct accessory {
 struct device {
     struct audiohub_address address;
     char hex[13];
+    uint64_t last_command_epoch; /* the last applied command's (epoch, sequence): see on_device_message */
     uint64_t last_command_sequence;
     int last_action;
     int last_reason;
@@ -159,7 +164,10 @@ struct sim {
 
     uint64_t commands;
     uint64_t command_redeliveries;
+    uint64_t older_epoch_commands; /* commands of an older owner, dropped (counted in command_redeliveries too) */
     uint64_t fences_answered; /* answers to the devices' fence (see fence_commands) */
+    char (*fence_hubs)[AUDIOHUB_ID_MAX + 1]; /* per slot (one without --slots): a hub id of that slot for the fence */
+    long fence_count;
     uint64_t repeated_commands;
     uint64_t excess_commands;
     char excess_example[256];
@@ -227,6 +235,7 @@ static void usage(FILE *out)
             "               [--rate 0 (flood) | N requests/s] [--seconds 10 | --rounds N] [--drain 60]\n"
             "               [--scenario mixed|placement|sources|calls] [--devices D] [--prefix sim]\n"
             "               [--timeout-ms 1000] [--timeout-max-ms 5000] [--ca-file FILE] [--seed N]\n"
+            "               [--slots S (a cluster of bridges with S slots)]\n"
             "               [--verify] [--json] [--quiet] [--svg FILE [--sweep R1,R2,...]]\n");
 }
 
@@ -337,6 +346,8 @@ static bool parse_options(int argc, char **argv, struct options *opt)
             ok = parse_long(value, 1, 3600000, &opt->timeout_ms);
         } else if (strcmp(name, "--timeout-max-ms") == 0) {
             ok = parse_long(value, 1, 3600000, &opt->timeout_max_ms);
+        } else if (strcmp(name, "--slots") == 0) {
+            ok = parse_long(value, 0, 4096, &opt->slots);
         } else if (strcmp(name, "--seed") == 0) {
             ok = parse_long(value, 0, 0x7fffffff, &number);
             opt->seed = (unsigned)number;
@@ -440,7 +451,8 @@ static void publish_source_state(struct sim *sim, struct device *device)
     uint8_t payload[128];
     device->report_sequence++;
     size_t length = wire_pack_source_state(device->report_sequence, device->activity, device->routed,
-                                           device->last_command_sequence, payload, sizeof payload);
+                                           device->last_command_epoch, device->last_command_sequence, payload,
+                                           sizeof payload);
     char topic[300];
     snprintf(topic, sizeof topic, "%s/sources/%s/state", sim->opt.topic_root, device->hex);
     mosquitto_property *properties = NULL;
@@ -473,10 +485,59 @@ static struct device *device_for_topic(struct sim *sim, const char *topic)
     return &sim->devices[index];
 }
 
-/* The devices' fence: a hub id of its own and an accessory never paired, so that the bridge answers invalidRequest. */
-static void fence_topic(struct sim *sim, const char *kind, char *topic, size_t size)
+/* The devices' fence number `index`: a hub id of its own (of slot `index` in a cluster) and an accessory never paired,
+ * so that the bridge (the slot's owner) answers invalidRequest. */
+static void fence_topic(struct sim *sim, long index, const char *kind, char *topic, size_t size)
 {
-    snprintf(topic, size, "%s/hubs/%s-fence/accessories/fence/%s", sim->opt.topic_root, sim->opt.prefix, kind);
+    if (sim->opt.slots > 0) {
+        snprintf(topic, size, "%s/slots/%ld/hubs/%s/accessories/fence/%s", sim->opt.topic_root, index,
+                 sim->fence_hubs[index], kind);
+    } else {
+        snprintf(topic, size, "%s/hubs/%s/accessories/fence/%s", sim->opt.topic_root, sim->fence_hubs[index], kind);
+    }
+}
+
+/* A fence hub per slot: "{prefix}-fence-{n}" for the first n that falls in each slot. */
+static bool make_fence_hubs(struct sim *sim)
+{
+    sim->fence_count = sim->opt.slots > 0 ? sim->opt.slots : 1;
+    sim->fence_hubs = calloc((size_t)sim->fence_count, sizeof *sim->fence_hubs);
+    if (sim->fence_hubs == NULL) {
+        return false;
+    }
+    if (sim->opt.slots == 0) {
+        snprintf(sim->fence_hubs[0], sizeof sim->fence_hubs[0], "%s-fence", sim->opt.prefix);
+        return true;
+    }
+    long found = 0;
+    for (long n = 0; found < sim->fence_count && n < 1000000; n++) {
+        char id[AUDIOHUB_ID_MAX + 1];
+        snprintf(id, sizeof id, "%s-fence-%ld", sim->opt.prefix, n);
+        long slot = audiohub_slot(id, sim->opt.slots);
+        if (sim->fence_hubs[slot][0] == '\0') {
+            snprintf(sim->fence_hubs[slot], sizeof sim->fence_hubs[slot], "%s", id);
+            found++;
+        }
+    }
+    return found == sim->fence_count;
+}
+
+/* Whether `topic` is the result topic of one of the devices' fences. */
+static bool is_fence_result(struct sim *sim, const char *topic)
+{
+    size_t length = strlen(topic);
+    static const char suffix[] = "/accessories/fence/result";
+    if (length < sizeof suffix || strcmp(topic + length - (sizeof suffix - 1), suffix) != 0) {
+        return false;
+    }
+    for (long i = 0; i < sim->fence_count; i++) {
+        char fence[400];
+        fence_topic(sim, i, "result", fence, sizeof fence);
+        if (strcmp(topic, fence) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static void on_device_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
@@ -485,9 +546,7 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
     (void)mosq;
     (void)properties;
     struct sim *sim = userdata;
-    char fence[300];
-    fence_topic(sim, "result", fence, sizeof fence);
-    if (strcmp(message->topic, fence) == 0) {
+    if (is_fence_result(sim, message->topic)) {
         pthread_mutex_lock(&sim->mutex);
         sim->fences_answered++;
         pthread_mutex_unlock(&sim->mutex);
@@ -504,9 +563,17 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
             fprintf(stderr, "trace: %s got action %d reason %d for %s (sequence %" PRIu64 ")\n", device->hex,
                     command.action, command.reason, command.accessory_id, command.sequence);
         }
-        if (command.sequence <= device->last_command_sequence) {
+        /* Applied only when its (epoch, sequence) is above the last applied one's: a redelivery, or a command of an
+         * owner that lost its slot since (a smaller epoch), is not. */
+        bool older_epoch = command.epoch < device->last_command_epoch;
+        if (older_epoch || (command.epoch == device->last_command_epoch &&
+                            command.sequence <= device->last_command_sequence)) {
             sim->command_redeliveries++;
+            if (older_epoch) {
+                sim->older_epoch_commands++;
+            }
         } else {
+            device->last_command_epoch = command.epoch;
             device->last_command_sequence = command.sequence;
             sim->commands++;
             if (command.action == device->last_action && strcmp(command.accessory_id, device->last_accessory) == 0) {
@@ -568,35 +635,41 @@ static void on_device_connect(struct mosquitto *mosq, void *userdata, int rc, in
         char filter[300];
         snprintf(filter, sizeof filter, "%s/sources/+/commands", sim->opt.topic_root);
         mosquitto_subscribe_v5(mosq, NULL, filter, 1, 0, NULL);
-        fence_topic(sim, "result", filter, sizeof filter);
-        mosquitto_subscribe_v5(mosq, NULL, filter, 1, 0, NULL);
+        for (long i = 0; i < sim->fence_count; i++) {
+            char fence[400];
+            fence_topic(sim, i, "result", fence, sizeof fence);
+            mosquitto_subscribe_v5(mosq, NULL, fence, 1, 0, NULL);
+        }
     }
 }
 
 /* Waits until no command is still on its way to the devices, so that counting them (count_excess) misses none. The
  * devices' connection sends the fence, a request the bridge answers on that same connection's subscriptions: the bridge
  * handles what reaches it in order and publishes through one connection, so the answer comes behind every command it
- * published for what came before, the hubs' requests (all answered by now) and the devices' reports alike. Commands
- * that arrive meanwhile make devices report again, which may bring more: the fence goes again until a round brings
- * no command. False when the bridge does not answer it. */
+ * published for what came before, the hubs' requests (all answered by now) and the devices' reports alike. In a
+ * cluster, each slot is such a bridge: a fence goes to every slot. Commands that arrive meanwhile make devices report
+ * again, which may bring more: the fences go again until a round brings no command. False when a fence is not
+ * answered. */
 static bool fence_commands(struct sim *sim)
 {
-    char topic[300];
-    fence_topic(sim, "telemetry", topic, sizeof topic);
     static const char fence[] = "{\"placement\": {\"placement\": \"PLACEMENT_ON_HEAD\"}}";
     for (int round = 0; round < 20; round++) {
         pthread_mutex_lock(&sim->mutex);
         uint64_t commands = sim->commands + sim->command_redeliveries;
         uint64_t answered = sim->fences_answered;
         pthread_mutex_unlock(&sim->mutex);
-        if (mosquitto_publish_v5(sim->device_client, NULL, topic, (int)strlen(fence), fence, 1, false, NULL) !=
-            MOSQ_ERR_SUCCESS) {
-            return false;
+        for (long i = 0; i < sim->fence_count; i++) {
+            char topic[400];
+            fence_topic(sim, i, "telemetry", topic, sizeof topic);
+            if (mosquitto_publish_v5(sim->device_client, NULL, topic, (int)strlen(fence), fence, 1, false, NULL) !=
+                MOSQ_ERR_SUCCESS) {
+                return false;
+            }
         }
         bool back = false;
         for (int wait = 0; wait < 6000 && !back; wait++) {
             pthread_mutex_lock(&sim->mutex);
-            back = sim->fences_answered > answered;
+            back = sim->fences_answered >= answered + (uint64_t)sim->fence_count;
             pthread_mutex_unlock(&sim->mutex);
             if (!back) {
                 sleep_ms(10);
@@ -1207,7 +1280,8 @@ static long verify(struct sim *sim, char *first, size_t size)
         goto done;
     }
     char filter[300];
-    snprintf(filter, sizeof filter, "%s/accessories/+/state", sim->opt.topic_root);
+    snprintf(filter, sizeof filter, sim->opt.slots > 0 ? "%s/slots/+/accessories/+/state" : "%s/accessories/+/state",
+             sim->opt.topic_root);
     mosquitto_subscribe(reader, NULL, filter, 1);
     uint64_t deadline = now_ns() + 10000000000ULL;
     for (;;) {
@@ -1222,6 +1296,21 @@ static long verify(struct sim *sim, char *first, size_t size)
             if (reason != NULL) {
                 if (count++ == 0) {
                     snprintf(first, size, "%s: %s", sim->accessories[i].id, reason);
+                }
+            }
+        }
+        /* Rule 3: a playing device is routed to one accessory at most. */
+        for (long i = 0; i < sim->accessory_count; i++) {
+            static const uint8_t none[6] = {0};
+            if (!verifier.seen[i] || memcmp(verifier.states[i].routed, none, 6) == 0) {
+                continue;
+            }
+            for (long j = i + 1; j < sim->accessory_count; j++) {
+                if (verifier.seen[j] && memcmp(verifier.states[i].routed, verifier.states[j].routed, 6) == 0) {
+                    if (count++ == 0) {
+                        snprintf(first, size, "%s and %s: both routed from the same device", sim->accessories[i].id,
+                                 sim->accessories[j].id);
+                    }
                 }
             }
         }
@@ -1264,11 +1353,11 @@ static void print_summary(struct sim *sim, const struct summary *s, long mismatc
                ",\"max_ms\":%.3f,\"throughput\":%.1f,\"resends\":%" PRIu64 ",\"connections\":%" PRIu64
                ",\"rebirths\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"stray_results\":%" PRIu64
                ",\"commands\":%" PRIu64 ",\"excess_commands\":%" PRIu64 ",\"repeated_commands\":%" PRIu64
-               ",\"source_reports\":%" PRIu64,
+               ",\"source_reports\":%" PRIu64 ",\"older_epoch_commands\":%" PRIu64,
                sim->opt.hubs, sim->opt.accessories, s->offered, s->seconds, s->sent, s->results, s->lost,
                s->duplicated, s->retried, s->errors, s->refused, s->p50, s->p90, s->p99, s->max, s->throughput,
                total.resends, total.connections, total.rebirths, total.resyncs, total.stray_results, sim->commands,
-               sim->excess_commands, sim->repeated_commands, sim->source_reports);
+               sim->excess_commands, sim->repeated_commands, sim->source_reports, sim->older_epoch_commands);
         if (mismatches >= 0) {
             printf(",\"state_mismatches\":%ld", mismatches);
         }
@@ -1290,6 +1379,10 @@ static void print_summary(struct sim *sim, const struct summary *s, long mismatc
         printf("  commands    %" PRIu64 ": %" PRIu64 " beyond the changes that justify them (a change applied twice), "
                "%" PRIu64 " equal to the one before for the same device; %" PRIu64 " device reports\n",
                sim->commands, sim->excess_commands, sim->repeated_commands, sim->source_reports);
+        if (sim->older_epoch_commands > 0) {
+            printf("  fenced      %" PRIu64 " commands of an older owner dropped by the devices\n",
+                   sim->older_epoch_commands);
+        }
         printf("  connections %" PRIu64 ", rebirths %" PRIu64 ", resyncs %" PRIu64 "\n", total.connections,
                total.rebirths, total.resyncs);
         if (mismatches >= 0) {
@@ -1401,6 +1494,7 @@ static bool start_hubs(struct sim *sim)
         }
         if (rc == AUDIOHUB_ERR_SUCCESS) rc = audiohub_int_option(sim->hubs[h], AUDIOHUB_OPT_QUEUE_LIMIT, limit);
         if (rc == AUDIOHUB_ERR_SUCCESS) rc = audiohub_int_option(sim->hubs[h], AUDIOHUB_OPT_RECONNECT_MAX_MS, 2000);
+        if (rc == AUDIOHUB_ERR_SUCCESS) rc = audiohub_int_option(sim->hubs[h], AUDIOHUB_OPT_SLOTS, sim->opt.slots);
         if (rc == AUDIOHUB_ERR_SUCCESS && sim->opt.ca_file != NULL) {
             rc = audiohub_tls_set(sim->hubs[h], sim->opt.ca_file, NULL, NULL);
         }
@@ -1457,6 +1551,10 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int status = 1;
+    if (!make_fence_hubs(&sim)) {
+        fprintf(stderr, "hub-sim: out of memory\n");
+        goto out;
+    }
     if (!start_devices(&sim) || !start_hubs(&sim)) {
         goto out;
     }
@@ -1533,6 +1631,7 @@ out:
         mosquitto_destroy(sim.device_client);
     }
     free(sim.hubs);
+    free(sim.fence_hubs);
     free(sim.accessories);
     free(sim.devices);
     free(sim.stats.latencies);

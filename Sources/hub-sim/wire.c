@@ -11,13 +11,15 @@
 #include "audioaccessory/v1/state.pb-c.h"
 
 size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id,
-                              uint64_t last_command_sequence, uint8_t *out, size_t capacity)
+                              uint64_t last_command_epoch, uint64_t last_command_sequence, uint8_t *out,
+                              size_t capacity)
 {
     Audioaccessory__V1__SourceState state = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
     state.sequence = sequence;
     state.activity = (Audioaccessory__V1__Activity)activity;
     state.routed_accessory_id = (char *)routed_accessory_id;
     state.last_command_sequence = last_command_sequence;
+    state.last_command_epoch = last_command_epoch;
     if (audioaccessory__v1__source_state__get_packed_size(&state) > capacity) {
         return 0;
     }
@@ -32,6 +34,7 @@ bool wire_unpack_command(const void *data, size_t length, struct wire_command *o
     }
     bool ok = strlen(command->accessory_id) < sizeof out->accessory_id;
     if (ok) {
+        out->epoch = command->epoch;
         out->sequence = command->sequence;
         out->action = (int)command->action;
         out->reason = (int)command->reason;
@@ -82,9 +85,11 @@ bool wire_unpack_state(const void *data, size_t length, struct wire_state *out)
             address(state->configuration->primary_audio_source_device_identifier, out->primary);
             address(state->configuration->secondary_audio_source_device_identifier, out->secondary);
         }
+        address(state->routed_source, out->routed);
         out->last_sequence = state->last_sequence;
         out->last_error = (int)state->last_error;
         out->stale = state->stale != 0;
+        out->epoch = state->epoch;
     }
     audioaccessory__v1__accessory_state__free_unpacked(state, NULL);
     return ok;

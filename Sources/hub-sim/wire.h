@@ -16,6 +16,7 @@ enum { WIRE_ACTION_ROUTE = 1, WIRE_ACTION_PAUSE = 2, WIRE_ACTION_RESUME = 3, WIR
 enum { WIRE_REASON_PUT_ON = 2, WIRE_REASON_TAKEN_OFF = 3, WIRE_REASON_SOURCE_DISCONNECTED = 5 };
 
 struct wire_command {
+    uint64_t epoch; /* the issuing owner's epoch (0: a single bridge) */
     uint64_t sequence;
     int action;
     int reason;
@@ -31,15 +32,19 @@ struct wire_state {
     int placement;
     uint8_t primary[6];   /* zeros when none */
     uint8_t secondary[6]; /* zeros when none */
+    uint8_t routed[6];    /* the source routed to it; zeros when none */
     uint64_t last_sequence;
     int last_error;
     bool stale;
+    uint64_t epoch;
 };
 
-/* A SourceState, packed into `out`; returns its length (0 if it does not fit). `last_command_sequence`: the last
- * SwitchCommand the device applied, so that the bridge can tell a report written before its latest command. */
+/* A SourceState, packed into `out`; returns its length (0 if it does not fit). `last_command_epoch` and
+ * `last_command_sequence`: the last SwitchCommand the device applied, so that the bridge can tell a report written
+ * before its latest command. */
 size_t wire_pack_source_state(uint64_t sequence, int activity, const char *routed_accessory_id,
-                              uint64_t last_command_sequence, uint8_t *out, size_t capacity);
+                              uint64_t last_command_epoch, uint64_t last_command_sequence, uint8_t *out,
+                              size_t capacity);
 
 /* Unpacks a SwitchCommand; false for bytes that are not one. */
 bool wire_unpack_command(const void *data, size_t length, struct wire_command *out);

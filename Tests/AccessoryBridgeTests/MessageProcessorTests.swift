@@ -18,6 +18,16 @@ import Testing
         let refusing = Mutex(false)
         /// Publishes on these topics fail the same way.
         let refusedTopics = Mutex<Set<String>>([])
+        /// What the processor reads beyond its own filters (a cluster's slot: the playing devices its accessories list).
+        let subscriptions = Mutex<Set<String>>([])
+
+        func subscribe(_ filter: String) throws(MQTTError) {
+            subscriptions.withLock { _ = $0.insert(filter) }
+        }
+
+        func unsubscribe(_ filter: String) throws(MQTTError) {
+            subscriptions.withLock { _ = $0.remove(filter) }
+        }
 
         func send(_ message: MQTTMessage) throws(MQTTError) {
             if refusing.withLock({ $0 }) || refusedTopics.withLock({ $0.contains(message.topic) }) {

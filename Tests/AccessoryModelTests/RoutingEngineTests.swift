@@ -460,6 +460,40 @@ extension RoutingEngineTests {
             from: phone, at: h.now)
         #expect(h.place(headphones, .offHead) == [], "the device says it moved to the earbuds")
     }
+
+    /// In a cluster, reports compare (epoch, sequence): a device that last applied an older owner's command, however
+    /// high its sequence (another machine's clock), has not applied this owner's.
+    @Test func aRouteReportedUnderAnOlderOwnerIsIgnored() throws {
+        var h = RoutingHarness(epoch: 9)
+        h.source(phone, .media)
+        h.register(headphones, placement: .onHead, sources: [phone])
+        let route = try #require(h.log.last)
+        #expect(route.epoch == 9 && route.order == CommandOrder(epoch: 9, sequence: route.sequence))
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        // Written after an older owner's command with a far higher sequence: out of date all the same.
+        _ = h.engine.sourceReported(
+            SourceReport(
+                activity: .media, routedAccessory: headphones, lastCommandSequence: route.sequence + 1_000_000,
+                lastCommandEpoch: 8),
+            from: phone, at: h.now)
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+        // This owner's latest command applied: the report counts.
+        let resume = try #require(h.log.last)
+        _ = h.engine.sourceReported(
+            SourceReport(
+                activity: .media, routedAccessory: earbuds, lastCommandSequence: resume.sequence, lastCommandEpoch: 9),
+            from: phone, at: h.now)
+        #expect(h.place(headphones, .offHead) == [], "the device says it moved to the earbuds")
+    }
+
+    @Test func commandOrderIsByEpochThenSequence() {
+        #expect(CommandOrder(epoch: 1, sequence: 1) > CommandOrder(epoch: 0, sequence: .max))
+        #expect(CommandOrder(epoch: 3, sequence: 5) < CommandOrder(epoch: 3, sequence: 6))
+        #expect(CommandOrder(epoch: 2, sequence: 9) < CommandOrder(epoch: 3, sequence: 1))
+        #expect(SourceReport(activity: .idle).lastCommand == nil)
+        #expect(SourceReport(activity: .idle, lastCommandSequence: 4, lastCommandEpoch: 2).lastCommand
+            == CommandOrder(epoch: 2, sequence: 4))
+    }
 }
 
 /// Rule 11, one test per row of the README's table: what a call displaced comes back when the call ends, as Apple's

@@ -36,10 +36,10 @@ struct RoutingHarness {
     /// The output of the last transition.
     var last = RoutingOutput()
 
-    init(resumeWindow: Duration = .seconds(15)) {
+    init(resumeWindow: Duration = .seconds(15), epoch: UInt64 = 0) {
         var policy = RoutingEngine.Policy()
         policy.resumeWindow = resumeWindow
-        engine = RoutingEngine(policy: policy, instanceID: "test")
+        engine = RoutingEngine(policy: policy, instanceID: "test", epoch: epoch)
     }
 
     mutating func advance(_ duration: Duration) {

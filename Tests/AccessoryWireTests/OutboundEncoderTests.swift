@@ -26,6 +26,11 @@ import TestSupport
         ].randomElement(using: &random)!
     }
 
+    /// An ownership epoch: 0 (a single bridge) most often, else any revision.
+    static func epoch(_ random: inout SeededGenerator) -> UInt64 {
+        [0, 0, 1, 127, 128, .max, UInt64.random(in: 0...UInt64.max, using: &random)].randomElement(using: &random)!
+    }
+
     static func randomState(using random: inout SeededGenerator) -> AccessoryState {
         let hub = HubID(String(repeating: "h", count: Int.random(in: 1...64, using: &random)))!
         let primary = address(&random)
@@ -51,7 +56,7 @@ import TestSupport
                 unixMilliseconds: [0, -1, 1_763_790_000_123, .max, .min].randomElement(using: &random)!),
             isStale: Bool.random(using: &random), diagnostics: diagnostics,
             automaticSwitching: Bool.random(using: &random), pinnedSource: address(&random))
-        return AccessoryState(accessory, routedSource: address(&random))
+        return AccessoryState(accessory, routedSource: address(&random), epoch: epoch(&random))
     }
 
     @Test(arguments: 0..<8)
@@ -72,7 +77,7 @@ import TestSupport
             let result = RequestResult(
                 requestID: Self.text(&random), sequence: UInt64.random(in: 0...UInt64.max, using: &random),
                 outcome: outcome, duplicate: Bool.random(using: &random),
-                state: Bool.random(using: &random) ? state : nil)
+                state: Bool.random(using: &random) ? state : nil, epoch: Self.epoch(&random))
             let resultReference: [UInt8] = try Audioaccessory_V1_RequestResult(result).serializedBytes()
             #expect(OutboundEncoder.encode(result, state: result.state.map(OutboundEncoder.encode)) == resultReference)
         }
@@ -105,7 +110,8 @@ import TestSupport
                 action: SwitchCommand.Action.allCases.randomElement(using: &random)!,
                 reason: SwitchCommand.Reason.allCases.randomElement(using: &random)!,
                 issuedAt: Timestamp(
-                    unixMilliseconds: [0, -1, 1_763_790_000_123, .max, .min].randomElement(using: &random)!))
+                    unixMilliseconds: [0, -1, 1_763_790_000_123, .max, .min].randomElement(using: &random)!),
+                epoch: Self.epoch(&random))
             let reference: [UInt8] = try Audioaccessory_V1_SwitchCommand(command).serializedBytes()
             #expect(OutboundEncoder.encode(command) == reference, "\(command)")
         }

@@ -107,6 +107,7 @@ enum WireSamples {
         $0.message = "Registrierung ungültig: erneut registrieren"
         $0.state = accessoryState
         $0.duplicate = true
+        $0.epoch = 4242
     }
 
     /// A stale, registered `AccessoryState` with a configuration and two diagnostics.
@@ -135,6 +136,7 @@ enum WireSamples {
         $0.lastErrorMessage = "placement .onHead needs the .placement capability"
         $0.automaticSwitchingOff = true
         $0.pinnedSource = addressB
+        $0.epoch = 4242
     }
 
     // MARK: Bridge <-> playing devices
@@ -145,6 +147,7 @@ enum WireSamples {
         $0.activity = .media
         $0.routedAccessoryID = accessoryID
         $0.lastCommandSequence = 1_763_790_000_123_004
+        $0.lastCommandEpoch = 4242
     }
 
     /// A `SwitchCommand` routing a source that became active.
@@ -155,6 +158,7 @@ enum WireSamples {
         $0.action = .routeToAccessory
         $0.reason = .interruptionEnded
         $0.issuedAtUnixMs = 1_763_790_000_123
+        $0.epoch = 4243
     }
 
     // MARK: Home automation -> bridge

@@ -96,6 +96,7 @@ static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state,
     state->last_error_message = "placement .onHead needs the .placement capability";
     state->automatic_switching_off = 1;
     state->pinned_source = BINARY(ADDRESS_B);
+    state->epoch = UINT64_C(4242);
 }
 
 static size_t pack_telemetry(Audioaccessory__V1__AccessoryTelemetry *telemetry, uint8_t *out,
@@ -208,6 +209,7 @@ static size_t pack_request_result(uint8_t *out, size_t capacity) {
     result.message = "Registrierung ung\xc3\xbcltig: erneut registrieren"; /* "ungültig" */
     result.state = &state;
     result.duplicate = 1;
+    result.epoch = UINT64_C(4242);
     PACK_CHECKED(audioaccessory__v1__request_result, &result);
 }
 
@@ -224,6 +226,7 @@ static size_t pack_source_state(uint8_t *out, size_t capacity) {
     state.activity = AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_MEDIA;
     state.routed_accessory_id = (char *)ACCESSORY_ID;
     state.last_command_sequence = UINT64_C(1763790000123004);
+    state.last_command_epoch = UINT64_C(4242);
     PACK_CHECKED(audioaccessory__v1__source_state, &state);
 }
 
@@ -235,6 +238,7 @@ static size_t pack_switch_command(uint8_t *out, size_t capacity) {
     command.action = AUDIOACCESSORY__V1__ACTION__ACTION_ROUTE_TO_ACCESSORY;
     command.reason = AUDIOACCESSORY__V1__REASON__REASON_INTERRUPTION_ENDED;
     command.issued_at_unix_ms = INT64_C(1763790000123);
+    command.epoch = UINT64_C(4243);
     PACK_CHECKED(audioaccessory__v1__switch_command, &command);
 }
 

@@ -1,3 +1,4 @@
+import AccessoryModel
 @testable import AccessoryWire
 import CAudioHub
 import Foundation
@@ -205,6 +206,63 @@ import Glibc
         #expect(done.status == AUDIOHUB_ERR_SUCCESS.rawValue && done.error == error)
         #expect(done.duplicate == duplicate && done.state == nil && done.message == message)
         #expect(done.requestID.hasPrefix("anything.") && done.attempts == 1)
+    }
+
+    /// In a cluster (docs/scale-out.md) the hub's topics are under its slot's root, computed as the bridges compute it,
+    /// and a result of an older owner of the slot is a stray: the request goes again, and the newer owner's answer
+    /// completes it.
+    @Test func inAClusterTheHubTalksToItsSlotAndDropsAnOlderOwnersResult() async throws {
+        let broker = try await MosquittoBroker()
+        for id in ["hub-1", "sdk-slots", "", "ä-ü"] {
+            #expect(audiohub_slot(id, 12) == ClusterSlots(12)!.slot(of: HubID(id) ?? HubID("x")!) || HubID(id) == nil)
+        }
+        #expect(audiohub_slot("hub-1", 0) == -1 && audiohub_slot(nil, 12) == -1 && audiohub_slot("hub-1", 4097) == -1)
+        let slot = ClusterSlots(12)!.slot(of: HubID("sdk-slots")!)
+        var configuration = MQTTConfiguration(clientID: "owners")
+        configuration.port = broker.port
+        let owners = try MQTTClient(configuration: configuration, logger: Logger(label: "owners"))
+        do {
+            try await Self.answerAsTwoOwners(owners, of: slot, broker: broker)
+        } catch {
+            await owners.close()
+            throw error
+        }
+        await owners.close()
+    }
+
+    private static func answerAsTwoOwners(_ owners: MQTTClient, of slot: Int, broker: MosquittoBroker) async throws {
+        let filter = "audio/slots/\(slot)/hubs/sdk-slots/accessories/+/telemetry"
+        try owners.subscribe(filter)
+        let answered = Mutex(0)
+        try owners.start { [owners] request in
+            guard let telemetry = try? WireCodec().decode(
+                Audioaccessory_V1_AccessoryTelemetry.self, from: request.payload, format: .protobuf),
+                let topic = request.properties.responseTopic, topic.hasPrefix("audio/slots/\(slot)/hubs/sdk-slots/")
+            else { return }
+            // The first send is answered by an owner cut off since (epoch 3) after the new one (epoch 7) answered
+            // an earlier request; the resend by the new owner.
+            let count = answered.withLock { $0 += 1; return $0 }
+            let result = Audioaccessory_V1_RequestResult.with {
+                $0.requestID = telemetry.requestID
+                $0.sequence = telemetry.sequence
+                $0.error = .none
+                $0.epoch = count == 2 ? 3 : 7
+            }
+            try? owners.publish(MQTTMessage(
+                topic: topic, payload: (try? result.serializedBytes()) ?? [],
+                properties: MQTTProperties(correlationData: request.properties.correlationData)))
+        }
+        try await owners.waitUntilConnected()
+        try await broker.waitForLog("owners 1 \(filter)")
+        let hub = try TestHub("sdk-slots", broker: broker, timeoutMs: 300) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, 12) == AUDIOHUB_ERR_SUCCESS)
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, 4097) == AUDIOHUB_ERR_INVAL)
+        }
+        let first = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, $1, $2) }
+        #expect(first.succeeded && first.epoch == 7 && first.attempts == 1)
+        let second = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_OFF_HEAD, $1, $2) }
+        #expect(second.succeeded && second.epoch == 7 && second.attempts == 2, "the older owner's answer completed it")
+        #expect(hub.stats.stray_results == 1)
     }
 
     // MARK: Duplicates, sequences, rebirths

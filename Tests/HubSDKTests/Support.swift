@@ -79,6 +79,7 @@ struct Completion: Sendable {
     var sequence: UInt64
     var requestID: String
     var attempts: UInt32
+    var epoch: UInt64
     /// The request's context, as the token `TestHub.request` gave it.
     var token: Int
 
@@ -93,6 +94,7 @@ struct Completion: Sendable {
         sequence = result.sequence
         requestID = String(cString: result.request_id)
         attempts = result.attempts
+        epoch = result.epoch
         token = Int(bitPattern: result.context)
     }
 

@@ -9,7 +9,9 @@ import MQTTClient
 /// Each publish says whether the message could be queued. It decides nothing: what goes where was decided before.
 struct Outbox: Sendable {
     let publisher: any MessagePublisher
-    let root: TopicRoot
+    let roots: TopicRoots
+    /// The epoch of the slot served (0: one bridge), carried by every result.
+    let epoch: UInt64
     let codec: WireCodec
     /// The format of commands, statuses, and states no request's format decides.
     let defaultFormat: PayloadFormat
@@ -31,7 +33,8 @@ struct Outbox: Sendable {
         format: PayloadFormat, responseTopic: ResponseTopic, correlationData: [UInt8]?, published: EncodedState?
     ) -> Bool {
         metrics.result(answer.result)
-        let result = RequestResult(requestID: requestID, sequence: sequence, result: answer.result, state: answer.state)
+        let result = RequestResult(
+            requestID: requestID, sequence: sequence, result: answer.result, state: answer.state, epoch: epoch)
         let bytes = codec.encode(result, as: format, embedding: published)
         let sent = send(Topic.result(hub: hub, accessory: accessory), bytes, format: format, retain: false)
         if case .allowed(let topic) = responseTopic {
@@ -46,7 +49,8 @@ struct Outbox: Sendable {
         published: EncodedState?
     ) -> Bool {
         metrics.result(answer.result)
-        let result = RequestResult(requestID: requestID, sequence: 0, result: answer.result, state: answer.state)
+        let result = RequestResult(
+            requestID: requestID, sequence: 0, result: answer.result, state: answer.state, epoch: epoch)
         return send(Topic.controlsResult(accessory: accessory), codec.encode(result, as: format, embedding: published),
             format: format, retain: false)
     }
@@ -91,7 +95,7 @@ struct Outbox: Sendable {
     }
 
     private func send(_ topic: Topic, _ bytes: [UInt8], format: PayloadFormat, retain: Bool) -> Bool {
-        send(topicName: topic.name(under: root), bytes, format: format, retain: retain, correlationData: nil)
+        send(topicName: roots.name(topic), bytes, format: format, retain: retain, correlationData: nil)
     }
 
     @discardableResult

@@ -4,9 +4,12 @@ public struct AccessoryState: Hashable, Sendable {
     public var accessory: Accessory
     /// The source playing on it, if any.
     public var routedSource: BluetoothAddress?
+    /// The ownership epoch of the bridge that published it: 0 for a single bridge (see ``SwitchCommand/epoch``).
+    public var epoch: UInt64
 
-    public init(_ accessory: Accessory, routedSource: BluetoothAddress?) {
+    public init(_ accessory: Accessory, routedSource: BluetoothAddress?, epoch: UInt64 = 0) {
         self.accessory = accessory
         self.routedSource = routedSource
+        self.epoch = epoch
     }
 }

@@ -63,6 +63,9 @@ public struct RoutingEngine: Sendable {
     /// always increase per source. A bridge passes a base that grows with time (its start in milliseconds × 1000), so
     /// that they keep increasing across its restarts.
     public let commandSequenceBase: UInt64
+    /// The ownership epoch every command carries (0 for a single bridge; see ``SwitchCommand/epoch``). Reports compare
+    /// by ``CommandOrder``: a device that last applied an older owner's command has not applied this engine's.
+    public let epoch: UInt64
     /// `policy.resumeWindow` in milliseconds, converted once (see ``Timestamp/advanced(byMilliseconds:)``).
     private let resumeWindow: Int64
     /// `policy.interruptionWindow` in milliseconds.
@@ -97,10 +100,11 @@ public struct RoutingEngine: Sendable {
     /// Per source listed by more than two accessories, the slots of the third and later ones (see ``SlotList``).
     private var moreListings = SparseTable<BluetoothAddress, [Int32]>()
 
-    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0) {
+    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0) {
         self.policy = policy
         self.instanceID = instanceID
         self.commandSequenceBase = commandSequenceBase
+        self.epoch = epoch
         self.highestCommandSequence = commandSequenceBase
         self.resumeWindow = policy.resumeWindow.wholeMilliseconds
         self.interruptionWindow = policy.interruptionWindow.wholeMilliseconds
@@ -250,7 +254,7 @@ public struct RoutingEngine: Sendable {
             setActivity(activity, of: source)
         }
         // A route the device reported before it applied the latest command would undo that command (rule 9).
-        let stale = report.lastCommandSequence != 0 && report.lastCommandSequence < sources[source].lastIssued
+        let stale = report.applied(before: sources[source].lastIssued, of: epoch)
         let reportedRoute = stale ? nil : report.routedAccessory
         if let reported = reportedRoute {
             setInForce(source, reported)
@@ -591,8 +595,7 @@ public struct RoutingEngine: Sendable {
                     // Playing again after it stopped, or something else (a call of its own).
                     let playsItself = activity.isActive && (!before.isActive || activity != entry.activity)
                     let pausedOnDevice =
-                        activity == .idle && report.lastCommandSequence != 0
-                        && report.lastCommandSequence < entry.pausedWith
+                        activity == .idle && report.applied(before: entry.pausedWith, of: epoch)
                     if playsItself || pausedOnDevice { entry.resumable = false }
                 }
                 return entry
@@ -620,7 +623,7 @@ public struct RoutingEngine: Sendable {
         output.commands.append(
             SwitchCommand(
                 id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
-                accessoryID: accessory, action: action, reason: reason, issuedAt: now))
+                accessoryID: accessory, action: action, reason: reason, issuedAt: now, epoch: epoch))
     }
 
     /// Sets what `source` last reported doing, keeping ``sourcesByActivity``.
@@ -831,5 +834,14 @@ extension RoutingEngine {
         var accessory: AccessoryID
         var at: Timestamp
         var activity: Activity
+    }
+}
+
+extension SourceReport {
+    /// Whether the device says it had not yet applied this engine's command `sequence` (of `epoch`) when it reported:
+    /// the last command it applied comes before it (0: no such command, never).
+    fileprivate func applied(before sequence: UInt64, of epoch: UInt64) -> Bool {
+        guard sequence != 0, let last = lastCommand else { return false }
+        return last < CommandOrder(epoch: epoch, sequence: sequence)
     }
 }

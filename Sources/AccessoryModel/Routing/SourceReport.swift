@@ -9,13 +9,22 @@ public struct SourceReport: Hashable, Sendable {
     /// The sequence of the last command the device applied; 0 when it does not say. A route reported before the
     /// device applied the engine's latest command is out of date, and ignored.
     public var lastCommandSequence: UInt64
+    /// The epoch of that command (0 when it does not say, or a single bridge sent it).
+    public var lastCommandEpoch: UInt64
 
     public init(
-        sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil, lastCommandSequence: UInt64 = 0
+        sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil, lastCommandSequence: UInt64 = 0,
+        lastCommandEpoch: UInt64 = 0
     ) {
         self.sequence = sequence
         self.activity = activity
         self.routedAccessory = routedAccessory
         self.lastCommandSequence = lastCommandSequence
+        self.lastCommandEpoch = lastCommandEpoch
+    }
+
+    /// The last command the device applied, when it says.
+    public var lastCommand: CommandOrder? {
+        lastCommandSequence == 0 ? nil : CommandOrder(epoch: lastCommandEpoch, sequence: lastCommandSequence)
     }
 }

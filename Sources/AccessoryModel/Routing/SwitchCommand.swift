@@ -64,10 +64,13 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
     public var action: Action
     public var reason: Reason
     public var issuedAt: Timestamp
+    /// The ownership epoch of the bridge that issued it: 0 for a single bridge; in a cluster, the epoch of the slot's
+    /// owner (docs/scale-out.md). A device applies a command only when its ``order`` is above the last one's.
+    public var epoch: UInt64
 
     public init(
         id: String, sequence: UInt64, source: BluetoothAddress, accessoryID: AccessoryID, action: Action,
-        reason: Reason, issuedAt: Timestamp
+        reason: Reason, issuedAt: Timestamp, epoch: UInt64 = 0
     ) {
         self.id = id
         self.sequence = sequence
@@ -76,7 +79,11 @@ public struct SwitchCommand: Hashable, Sendable, CustomStringConvertible {
         self.action = action
         self.reason = reason
         self.issuedAt = issuedAt
+        self.epoch = epoch
     }
+
+    /// Where the command stands among a device's commands: by epoch, then by sequence.
+    public var order: CommandOrder { CommandOrder(epoch: epoch, sequence: sequence) }
 
     /// `PAUSE 12:34:56:78:9A:BC from hp1 (TAKEN_OFF)`.
     public var description: String {

@@ -43,6 +43,10 @@ nonisolated struct Audioaccessory_V1_SourceState: Sendable {
   /// the bridge ignores its route then (it would undo that command), and takes its activity.
   var lastCommandSequence: UInt64 = 0
 
+  /// The epoch of that command (SwitchCommand.epoch; 0: it does not say, or a single bridge sent it). The bridge
+  /// compares (epoch, sequence) pairs: a command of a newer owner is newer whatever its sequence.
+  var lastCommandEpoch: UInt64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -69,6 +73,11 @@ nonisolated struct Audioaccessory_V1_SwitchCommand: Sendable {
 
   var issuedAtUnixMs: Int64 = 0
 
+  /// The ownership epoch of the bridge that issued it (see RequestResult.epoch; 0 for a single bridge). A device
+  /// applies a command only when its (epoch, sequence) is above that of the last one it applied: an older owner,
+  /// cut off since, may still have sent one.
+  var epoch: UInt64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -80,7 +89,7 @@ fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SourceState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0\u{4}\u{2}last_command_sequence\0\u{c}\u{4}\u{1}")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0\u{4}\u{2}last_command_sequence\0\u{3}last_command_epoch\0\u{c}\u{4}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -92,6 +101,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
       case 2: try { try decoder.decodeSingularEnumField(value: &self.activity) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.routedAccessoryID) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandSequence) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandEpoch) }()
       default: break
       }
     }
@@ -110,6 +120,9 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if self.lastCommandSequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.lastCommandSequence, fieldNumber: 5)
     }
+    if self.lastCommandEpoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.lastCommandEpoch, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -118,6 +131,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if lhs.activity != rhs.activity {return false}
     if lhs.routedAccessoryID != rhs.routedAccessoryID {return false}
     if lhs.lastCommandSequence != rhs.lastCommandSequence {return false}
+    if lhs.lastCommandEpoch != rhs.lastCommandEpoch {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -125,7 +139,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
 
 nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SwitchCommand"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}command_id\0\u{1}sequence\0\u{3}accessory_id\0\u{1}action\0\u{1}reason\0\u{3}issued_at_unix_ms\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}command_id\0\u{1}sequence\0\u{3}accessory_id\0\u{1}action\0\u{1}reason\0\u{3}issued_at_unix_ms\0\u{1}epoch\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -139,6 +153,7 @@ nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, Sw
       case 4: try { try decoder.decodeSingularEnumField(value: &self.action) }()
       case 5: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
       case 6: try { try decoder.decodeSingularInt64Field(value: &self.issuedAtUnixMs) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
       default: break
       }
     }
@@ -163,6 +178,9 @@ nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, Sw
     if self.issuedAtUnixMs != 0 {
       try visitor.visitSingularInt64Field(value: self.issuedAtUnixMs, fieldNumber: 6)
     }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -173,6 +191,7 @@ nonisolated extension Audioaccessory_V1_SwitchCommand: SwiftProtobuf.Message, Sw
     if lhs.action != rhs.action {return false}
     if lhs.reason != rhs.reason {return false}
     if lhs.issuedAtUnixMs != rhs.issuedAtUnixMs {return false}
+    if lhs.epoch != rhs.epoch {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -62,6 +62,11 @@ nonisolated struct Audioaccessory_V1_RequestResult: Sendable {
   /// the current one. A refusal never has this set.
   var duplicate: Bool = false
 
+  /// The ownership epoch of the bridge that answered (docs/scale-out.md): 0 for a single bridge; in a cluster, the
+  /// etcd revision of its claim of the hub's slot, larger for every new owner. A hub ignores a result whose epoch is
+  /// below the last it saw for the accessory: an older owner, cut off since, answered it.
+  var epoch: UInt64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -170,6 +175,12 @@ nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
     set {_uniqueStorage()._pinnedSource = newValue}
   }
 
+  /// The ownership epoch of the bridge that published this state (see RequestResult.epoch; 0 for a single bridge).
+  var epoch: UInt64 {
+    get {_storage._epoch}
+    set {_uniqueStorage()._epoch = newValue}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -183,7 +194,7 @@ fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".RequestResult"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0\u{1}duplicate\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}sequence\0\u{1}error\0\u{1}message\0\u{1}state\0\u{1}duplicate\0\u{1}epoch\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -197,6 +208,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
       case 4: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._state) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.duplicate) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
       default: break
       }
     }
@@ -225,6 +237,9 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
     if self.duplicate != false {
       try visitor.visitSingularBoolField(value: self.duplicate, fieldNumber: 6)
     }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -235,6 +250,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
     if lhs.message != rhs.message {return false}
     if lhs._state != rhs._state {return false}
     if lhs.duplicate != rhs.duplicate {return false}
+    if lhs.epoch != rhs.epoch {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -242,7 +258,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
 
 nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".AccessoryState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0\u{3}automatic_switching_off\0\u{3}pinned_source\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0\u{3}automatic_switching_off\0\u{3}pinned_source\0\u{1}epoch\0")
 
   fileprivate class _StorageClass {
     var _accessoryID: String = String()
@@ -261,6 +277,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     var _lastErrorMessage: String = String()
     var _automaticSwitchingOff: Bool = false
     var _pinnedSource: Data = Data()
+    var _epoch: UInt64 = 0
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -287,6 +304,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       _lastErrorMessage = source._lastErrorMessage
       _automaticSwitchingOff = source._automaticSwitchingOff
       _pinnedSource = source._pinnedSource
+      _epoch = source._epoch
     }
   }
 
@@ -321,6 +339,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         case 14: try { try decoder.decodeSingularStringField(value: &_storage._lastErrorMessage) }()
         case 15: try { try decoder.decodeSingularBoolField(value: &_storage._automaticSwitchingOff) }()
         case 16: try { try decoder.decodeSingularBytesField(value: &_storage._pinnedSource) }()
+        case 17: try { try decoder.decodeSingularUInt64Field(value: &_storage._epoch) }()
         default: break
         }
       }
@@ -381,6 +400,9 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       if !_storage._pinnedSource.isEmpty {
         try visitor.visitSingularBytesField(value: _storage._pinnedSource, fieldNumber: 16)
       }
+      if _storage._epoch != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._epoch, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -406,6 +428,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         if _storage._lastErrorMessage != rhs_storage._lastErrorMessage {return false}
         if _storage._automaticSwitchingOff != rhs_storage._automaticSwitchingOff {return false}
         if _storage._pinnedSource != rhs_storage._pinnedSource {return false}
+        if _storage._epoch != rhs_storage._epoch {return false}
         return true
       }
       if !storagesAreEqual {return false}

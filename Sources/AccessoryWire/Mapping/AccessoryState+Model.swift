@@ -3,7 +3,7 @@ import Foundation
 
 extension Audioaccessory_V1_AccessoryState {
     /// The published state of `accessory`, with the source the routing engine routes to it.
-    init(_ accessory: Accessory, routedSource: BluetoothAddress?) {
+    init(_ accessory: Accessory, routedSource: BluetoothAddress?, epoch: UInt64 = 0) {
         self.init()
         accessoryID = accessory.id.rawValue
         hubID = accessory.hub.rawValue
@@ -23,11 +23,12 @@ extension Audioaccessory_V1_AccessoryState {
         }
         automaticSwitchingOff = !accessory.automaticSwitching
         pinnedSource = accessory.pinnedSource?.data ?? Data()
+        self.epoch = epoch
     }
 
     /// The published form of `state`.
     init(_ state: AccessoryState) {
-        self.init(state.accessory, routedSource: state.routedSource)
+        self.init(state.accessory, routedSource: state.routedSource, epoch: state.epoch)
     }
 }
 
@@ -56,6 +57,6 @@ extension Audioaccessory_V1_AccessoryState {
             registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
             diagnostics: diagnostics.map(Diagnostic.init(description:)), automaticSwitching: !automaticSwitchingOff,
             pinnedSource: BluetoothAddress(bytes: pinnedSource))
-        return AccessoryState(accessory, routedSource: BluetoothAddress(bytes: routedSource))
+        return AccessoryState(accessory, routedSource: BluetoothAddress(bytes: routedSource), epoch: epoch)
     }
 }

@@ -19,6 +19,7 @@ extension Audioaccessory_V1_RequestResult {
         if let state = result.state {
             self.state = .init(state)
         }
+        epoch = result.epoch
     }
 
     func result(at now: Timestamp) throws(AccessoryControlError) -> RequestResult {
@@ -30,7 +31,7 @@ extension Audioaccessory_V1_RequestResult {
             }
         return RequestResult(
             requestID: requestID, sequence: sequence, outcome: outcome, duplicate: duplicate,
-            state: hasState ? try state.state(at: now) : nil)
+            state: hasState ? try state.state(at: now) : nil, epoch: epoch)
     }
 }
 

@@ -8,6 +8,7 @@ extension Audioaccessory_V1_SourceState {
         activity = .init(report.activity)
         routedAccessoryID = report.routedAccessory?.rawValue ?? ""
         lastCommandSequence = report.lastCommandSequence
+        lastCommandEpoch = report.lastCommandEpoch
     }
 
     /// The report for the routing engine; an unknown activity or a malformed accessory id is an error.
@@ -22,6 +23,6 @@ extension Audioaccessory_V1_SourceState {
         }
         return SourceReport(
             sequence: sequence, activity: try activity.activity(field: "activity"), routedAccessory: routed,
-            lastCommandSequence: lastCommandSequence)
+            lastCommandSequence: lastCommandSequence, lastCommandEpoch: lastCommandEpoch)
     }
 }

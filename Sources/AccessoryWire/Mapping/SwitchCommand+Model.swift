@@ -10,6 +10,7 @@ extension Audioaccessory_V1_SwitchCommand {
         action = .init(command.action)
         reason = .init(command.reason)
         issuedAtUnixMs = command.issuedAt.unixMilliseconds
+        epoch = command.epoch
     }
 
     /// The model command, for the source named by its topic.
@@ -20,6 +21,6 @@ extension Audioaccessory_V1_SwitchCommand {
         return SwitchCommand(
             id: commandID, sequence: sequence, source: source, accessoryID: accessory,
             action: try action.action(field: "action"), reason: try reason.reason(field: "reason"),
-            issuedAt: Timestamp(unixMilliseconds: issuedAtUnixMs))
+            issuedAt: Timestamp(unixMilliseconds: issuedAtUnixMs), epoch: epoch)
     }
 }

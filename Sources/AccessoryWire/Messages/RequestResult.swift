@@ -19,17 +19,26 @@ public struct RequestResult: Hashable, Sendable {
     public var duplicate: Bool
     /// `AccessoryControlDevice.current(for:)` after the request; `nil` when the requesting hub may not see it.
     public var state: AccessoryState?
+    /// The ownership epoch of the bridge that answered: 0 for a single bridge. A hub ignores a result whose epoch is
+    /// below the last it saw for the accessory (an older owner, cut off since, answered it).
+    public var epoch: UInt64
 
-    public init(requestID: String, sequence: UInt64, outcome: Outcome, duplicate: Bool = false, state: AccessoryState?) {
+    public init(
+        requestID: String, sequence: UInt64, outcome: Outcome, duplicate: Bool = false, state: AccessoryState?,
+        epoch: UInt64 = 0
+    ) {
         self.requestID = requestID
         self.sequence = sequence
         self.outcome = outcome
         self.duplicate = duplicate
         self.state = state
+        self.epoch = epoch
     }
 
     /// The answer to telemetry `sequence` / `requestID`, from what became of it.
-    public init(requestID: String, sequence: UInt64, result: RequestOutcome.Result, state: AccessoryState?) {
+    public init(
+        requestID: String, sequence: UInt64, result: RequestOutcome.Result, state: AccessoryState?, epoch: UInt64 = 0
+    ) {
         let outcome: Outcome
         var duplicate = false
         switch result {
@@ -46,7 +55,8 @@ public struct RequestResult: Hashable, Sendable {
                         + "longer kept, and nothing changed now")
             }
         }
-        self.init(requestID: requestID, sequence: sequence, outcome: outcome, duplicate: duplicate, state: state)
+        self.init(
+            requestID: requestID, sequence: sequence, outcome: outcome, duplicate: duplicate, state: state, epoch: epoch)
     }
 
     /// The AudioAccessoryKit error this result reports, if any.

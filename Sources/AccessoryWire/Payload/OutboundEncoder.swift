@@ -56,6 +56,7 @@ enum OutboundEncoder {
         }
         writer.bool(15, !accessory.automaticSwitching)
         writer.address(16, accessory.pinnedSource)
+        writer.uint64(17, state.epoch)
         return writer.bytes
     }
 
@@ -76,6 +77,7 @@ enum OutboundEncoder {
         }
         if let state { writer.message(5, encoded: state) }
         writer.bool(6, result.duplicate)
+        writer.uint64(7, result.epoch)
         return writer.bytes
     }
 
@@ -88,6 +90,7 @@ enum OutboundEncoder {
         writer.enumeration(4, Audioaccessory_V1_Action(command.action))
         writer.enumeration(5, Audioaccessory_V1_Reason(command.reason))
         writer.int64(6, command.issuedAt.unixMilliseconds)
+        writer.uint64(7, command.epoch)
         return writer.bytes
     }
 

@@ -192,6 +192,7 @@ struct audiohub_state {
     const char *const *diagnostics;
     enum audiohub_kit_error last_error; /* outcome of the request numbered last_sequence */
     const char *last_error_message;
+    uint64_t epoch; /* the ownership epoch of the bridge that published it (0: a single bridge) */
 };
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -237,11 +238,18 @@ enum audiohub_option {
     AUDIOHUB_OPT_RECONNECT_MAX_MS = 6,
     /* MQTT keepalive in seconds (default 30, 5 or more). */
     AUDIOHUB_OPT_KEEPALIVE_S = 7,
+    /* The number of slots of the cluster of bridges the hub talks to (1-4096; 0, the default: a single bridge). In a
+     * cluster, the hub's topics live under its slot's root, "{topic root}/slots/{audiohub_slot(hub id, slots)}". */
+    AUDIOHUB_OPT_SLOTS = 8,
 };
 
 /* Sets an option (see enum audiohub_option). AUDIOHUB_ERR_INVAL for an unknown option or a value out of range.
  * Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option option, long value);
+
+/* The slot of hub `hub_id` in a cluster of `slots` slots (1-4096): FNV-1a-64 of the id's bytes, mod `slots`; -1 for
+ * a NULL id or a count out of range. The bridge computes the same (docs/scale-out.md). */
+AUDIOHUB_EXPORT long audiohub_slot(const char *hub_id, long slots);
 
 /* The first topic levels (default "audio"): 1-200 bytes, no '+', '#' or NUL, not starting or ending with '/'.
  * Thread-safe; before audiohub_connect. */
@@ -377,6 +385,10 @@ struct audiohub_result {
     const char *request_id;
     unsigned attempts;    /* how many times it was sent (1: once) */
     void *context;        /* as given with the request */
+    /* The ownership epoch of the bridge that answered (0: a single bridge; in a cluster, larger for every new owner of
+     * the hub's slot). A result whose epoch is below the last one seen for the accessory is dropped as a stray: an
+     * older owner, cut off since, sent it. */
+    uint64_t epoch;
 };
 
 /* A request's completion: called exactly once per request that was accepted (returned AUDIOHUB_ERR_SUCCESS). */

@@ -87,6 +87,8 @@ struct accessory {
     /* Sequences: the last one used, once known. */
     bool sequence_known;
     uint64_t last_sequence;
+    /* The highest epoch of the results about it: those of an older owner are strays. */
+    uint64_t epoch;
     /* Requests, oldest first. */
     struct request *head;
     struct request *tail;
@@ -100,6 +102,8 @@ struct audiohub {
     void *userdata;
     char hub_id[AUDIOHUB_ID_MAX + 1];
     char topic_root[TOPIC_ROOT_MAX + 1];
+    long slots;                               /* AUDIOHUB_OPT_SLOTS: 0 for a single bridge */
+    char hub_root[TOPIC_ROOT_MAX + 24];       /* the root of the hub's topics: topic_root, or its slot's */
     char response_topic[TOPIC_MAX];
     char rebirth_topic[TOPIC_MAX];
     char status_topic[TOPIC_MAX];
@@ -514,7 +518,7 @@ static int64_t attempt_timeout_ms(const struct audiohub *hub, unsigned attempts)
 static void publish_request(struct audiohub *hub, struct request *request)
 {
     char topic[TOPIC_MAX];
-    snprintf(topic, sizeof topic, "%s/hubs/%s/accessories/%s/telemetry", hub->topic_root, hub->hub_id,
+    snprintf(topic, sizeof topic, "%s/hubs/%s/accessories/%s/telemetry", hub->hub_root, hub->hub_id,
              request->accessory->id);
     mosquitto_property *properties = NULL;
     int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
@@ -748,10 +752,12 @@ static void complete(struct audiohub *hub, struct request *request, const struct
 static struct request *take_answer(struct audiohub *hub, struct accessory *a, const struct audiohub_result *result)
 {
     struct request *request = a->head;
-    if (request == NULL || request->sequence == 0 || strcmp(request->request_id, result->request_id) != 0) {
+    if (result->epoch < a->epoch || request == NULL || request->sequence == 0 ||
+        strcmp(request->request_id, result->request_id) != 0) {
         hub->stats.stray_results++;
         return NULL;
     }
+    a->epoch = result->epoch;
     const struct audiohub_state *state = result->state;
     if (result->duplicate && state != NULL && state->last_sequence > request->sequence &&
         strcmp(state->hub_id, hub->hub_id) == 0 && request->resyncs < MAX_RESYNCS) {
@@ -1015,12 +1021,41 @@ enum audiohub_err audiohub_lib_cleanup(void)
     return AUDIOHUB_ERR_SUCCESS;
 }
 
+long audiohub_slot(const char *hub_id, long slots)
+{
+    if (hub_id == NULL || slots < 1 || slots > 4096) {
+        return -1;
+    }
+    uint64_t hash = 0xcbf29ce484222325ULL; /* FNV-1a, 64 bits */
+    for (const unsigned char *byte = (const unsigned char *)hub_id; *byte != '\0'; byte++) {
+        hash ^= *byte;
+        hash *= 0x100000001b3ULL;
+    }
+    return (long)(hash % (uint64_t)slots);
+}
+
+/* The hub's topics, under its root: the topic root, or in a cluster its slot's (mutex held or not yet shared). */
 static void set_topics(struct audiohub *hub, const char *token)
 {
-    snprintf(hub->response_topic, sizeof hub->response_topic, "%s/hubs/%s/responses/%s", hub->topic_root,
+    if (hub->slots > 0) {
+        snprintf(hub->hub_root, sizeof hub->hub_root, "%s/slots/%ld", hub->topic_root,
+                 audiohub_slot(hub->hub_id, hub->slots));
+    } else {
+        snprintf(hub->hub_root, sizeof hub->hub_root, "%s", hub->topic_root);
+    }
+    snprintf(hub->response_topic, sizeof hub->response_topic, "%s/hubs/%s/responses/%s", hub->hub_root,
              hub->hub_id, token);
-    snprintf(hub->rebirth_topic, sizeof hub->rebirth_topic, "%s/hubs/%s/rebirth", hub->topic_root, hub->hub_id);
-    snprintf(hub->status_topic, sizeof hub->status_topic, "%s/hubs/%s/status", hub->topic_root, hub->hub_id);
+    snprintf(hub->rebirth_topic, sizeof hub->rebirth_topic, "%s/hubs/%s/rebirth", hub->hub_root, hub->hub_id);
+    snprintf(hub->status_topic, sizeof hub->status_topic, "%s/hubs/%s/status", hub->hub_root, hub->hub_id);
+}
+
+/* Builds the topics again after the root or the slots changed (mutex held). */
+static void reset_topics(struct audiohub *hub)
+{
+    const char *token = strrchr(hub->response_topic, '/') + 1;
+    char saved[20];
+    snprintf(saved, sizeof saved, "%s", token);
+    set_topics(hub, saved);
 }
 
 /* A token for the response topic, different for every handle of every process. */
@@ -1178,6 +1213,14 @@ enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option
             if (value >= 5 && value <= 65535) hub->keepalive_s = value;
             else rc = AUDIOHUB_ERR_INVAL;
             break;
+        case AUDIOHUB_OPT_SLOTS:
+            if (value >= 0 && value <= 4096) {
+                hub->slots = value;
+                reset_topics(hub);
+            } else {
+                rc = AUDIOHUB_ERR_INVAL;
+            }
+            break;
         default:
             rc = AUDIOHUB_ERR_INVAL;
         }
@@ -1201,11 +1244,8 @@ enum audiohub_err audiohub_topic_root_set(struct audiohub *hub, const char *topi
     if (hub->configured) {
         rc = AUDIOHUB_ERR_STATE;
     } else {
-        const char *token = strrchr(hub->response_topic, '/') + 1;
-        char saved[20];
-        snprintf(saved, sizeof saved, "%s", token);
         strcpy(hub->topic_root, topic_root);
-        set_topics(hub, saved);
+        reset_topics(hub);
     }
     unlock(hub);
     return rc;

@@ -348,6 +348,7 @@ static void state_view(const Audioaccessory__V1__AccessoryState *state, struct a
     view->diagnostics = (const char *const *)state->diagnostics;
     view->last_error = kit_error(state->last_error);
     view->last_error_message = state->last_error_message;
+    view->epoch = state->epoch;
 }
 
 enum audiohub_err ah_decode_result(const uint8_t *data, size_t length, struct ah_decoded_result *out)
@@ -365,6 +366,7 @@ enum audiohub_err ah_decode_result(const uint8_t *data, size_t length, struct ah
     out->view.duplicate = result->duplicate != 0;
     out->view.sequence = result->sequence;
     out->view.request_id = result->request_id;
+    out->view.epoch = result->epoch;
     if (result->state != NULL) {
         state_view(result->state, &out->state);
         out->view.state = &out->state;

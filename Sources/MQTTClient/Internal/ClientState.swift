@@ -1,4 +1,5 @@
 import DequeModule
+import OrderedCollections
 
 /// A subscription the client remembers and sends again after every connect.
 struct Subscription: Hashable, Sendable {
@@ -39,7 +40,8 @@ struct ClientState {
     /// A message was refused because `pending` was full: an ``MQTTEvent/queueDrained`` is due once it is empty.
     var refusedSinceDrained = false
 
-    var subscriptions: [Subscription] = []
+    /// By filter, in the order they were first made (a cluster's slot has one per playing device it reads).
+    var subscriptions: OrderedDictionary<String, Subscription> = [:]
     /// SUBSCRIBE message ids waiting for their SUBACK → the filters they carried.
     var pendingSubscribes: [Int32: [String]] = [:]
     /// SUBACK reason codes that arrived before ``MQTTClient/subscribe(_:qos:noLocal:)`` recorded the message id

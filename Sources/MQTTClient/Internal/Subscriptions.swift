@@ -31,7 +31,7 @@ extension ClientCore {
         let subscriptions = state.withLock { state in
             state.pendingSubscribes.removeAll()
             state.earlySubacks.removeAll()
-            return state.subscriptions
+            return state.subscriptions.values
         }
         for subscription in subscriptions {
             do {

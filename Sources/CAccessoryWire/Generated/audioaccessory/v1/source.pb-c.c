@@ -97,7 +97,7 @@ void   audioaccessory__v1__switch_command__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__switch_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[4] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[5] =
 {
   {
     "sequence",
@@ -147,9 +147,22 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "last_command_epoch",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__SourceState, last_command_epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__source_state__field_indices_by_name[] = {
   1,   /* field[1] = activity */
+  4,   /* field[4] = last_command_epoch */
   3,   /* field[3] = last_command_sequence */
   2,   /* field[2] = routed_accessory_id */
   0,   /* field[0] = sequence */
@@ -158,7 +171,7 @@ static const ProtobufCIntRange audioaccessory__v1__source_state__number_ranges[2
 {
   { 1, 0 },
   { 5, 3 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
 {
@@ -168,14 +181,14 @@ const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
   "Audioaccessory__V1__SourceState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__SourceState),
-  4,
+  5,
   audioaccessory__v1__source_state__field_descriptors,
   audioaccessory__v1__source_state__field_indices_by_name,
   2,  audioaccessory__v1__source_state__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__source_state__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__switch_command__field_descriptors[6] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__switch_command__field_descriptors[7] =
 {
   {
     "command_id",
@@ -249,11 +262,24 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__switch_command__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__SwitchCommand, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__switch_command__field_indices_by_name[] = {
   2,   /* field[2] = accessory_id */
   3,   /* field[3] = action */
   0,   /* field[0] = command_id */
+  6,   /* field[6] = epoch */
   5,   /* field[5] = issued_at_unix_ms */
   4,   /* field[4] = reason */
   1,   /* field[1] = sequence */
@@ -261,7 +287,7 @@ static const unsigned audioaccessory__v1__switch_command__field_indices_by_name[
 static const ProtobufCIntRange audioaccessory__v1__switch_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__switch_command__descriptor =
 {
@@ -271,7 +297,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__switch_command__descriptor 
   "Audioaccessory__V1__SwitchCommand",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__SwitchCommand),
-  6,
+  7,
   audioaccessory__v1__switch_command__field_descriptors,
   audioaccessory__v1__switch_command__field_indices_by_name,
   1,  audioaccessory__v1__switch_command__number_ranges,

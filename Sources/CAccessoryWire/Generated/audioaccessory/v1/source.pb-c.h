@@ -47,10 +47,15 @@ struct  Audioaccessory__V1__SourceState
    * the bridge ignores its route then (it would undo that command), and takes its activity.
    */
   uint64_t last_command_sequence;
+  /*
+   * The epoch of that command (SwitchCommand.epoch; 0: it does not say, or a single bridge sent it). The bridge
+   * compares (epoch, sequence) pairs: a command of a newer owner is newer whatever its sequence.
+   */
+  uint64_t last_command_epoch;
 };
 #define AUDIOACCESSORY__V1__SOURCE_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__source_state__descriptor) \
-    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
+    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -72,10 +77,16 @@ struct  Audioaccessory__V1__SwitchCommand
   Audioaccessory__V1__Action action;
   Audioaccessory__V1__Reason reason;
   int64_t issued_at_unix_ms;
+  /*
+   * The ownership epoch of the bridge that issued it (see RequestResult.epoch; 0 for a single bridge). A device
+   * applies a command only when its (epoch, sequence) is above that of the last one it applied: an older owner,
+   * cut off since, may still have sent one.
+   */
+  uint64_t epoch;
 };
 #define AUDIOACCESSORY__V1__SWITCH_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__switch_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__ACTION__ACTION_UNSPECIFIED, AUDIOACCESSORY__V1__REASON__REASON_UNSPECIFIED, 0 }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__ACTION__ACTION_UNSPECIFIED, AUDIOACCESSORY__V1__REASON__REASON_UNSPECIFIED, 0, 0 }
 
 
 /* Audioaccessory__V1__SourceState methods */

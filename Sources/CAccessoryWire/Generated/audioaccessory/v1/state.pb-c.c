@@ -97,7 +97,7 @@ void   audioaccessory__v1__accessory_state__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__accessory_state__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_descriptors[6] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_descriptors[7] =
 {
   {
     "request_id",
@@ -171,9 +171,22 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__request_result__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__RequestResult, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__request_result__field_indices_by_name[] = {
   5,   /* field[5] = duplicate */
+  6,   /* field[6] = epoch */
   2,   /* field[2] = error */
   3,   /* field[3] = message */
   0,   /* field[0] = request_id */
@@ -183,7 +196,7 @@ static const unsigned audioaccessory__v1__request_result__field_indices_by_name[
 static const ProtobufCIntRange audioaccessory__v1__request_result__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor =
 {
@@ -193,14 +206,14 @@ const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor 
   "Audioaccessory__V1__RequestResult",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__RequestResult),
-  6,
+  7,
   audioaccessory__v1__request_result__field_descriptors,
   audioaccessory__v1__request_result__field_indices_by_name,
   1,  audioaccessory__v1__request_result__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__request_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[16] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[17] =
 {
   {
     "accessory_id",
@@ -394,12 +407,25 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "epoch",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name[] = {
   0,   /* field[0] = accessory_id */
   14,   /* field[14] = automatic_switching_off */
   6,   /* field[6] = configuration */
   11,   /* field[11] = diagnostics */
+  16,   /* field[16] = epoch */
   5,   /* field[5] = hardware_capabilities */
   1,   /* field[1] = hub_id */
   12,   /* field[12] = last_error */
@@ -416,7 +442,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
 static const ProtobufCIntRange audioaccessory__v1__accessory_state__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor =
 {
@@ -426,7 +452,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor
   "Audioaccessory__V1__AccessoryState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__AccessoryState),
-  16,
+  17,
   audioaccessory__v1__accessory_state__field_descriptors,
   audioaccessory__v1__accessory_state__field_indices_by_name,
   1,  audioaccessory__v1__accessory_state__number_ranges,

@@ -57,10 +57,16 @@ struct  Audioaccessory__V1__RequestResult
    * the current one. A refusal never has this set.
    */
   protobuf_c_boolean duplicate;
+  /*
+   * The ownership epoch of the bridge that answered (docs/scale-out.md): 0 for a single bridge; in a cluster, the
+   * etcd revision of its claim of the hub's slot, larger for every new owner. A hub ignores a result whose epoch is
+   * below the last it saw for the accessory: an older owner, cut off since, answered it.
+   */
+  uint64_t epoch;
 };
 #define AUDIOACCESSORY__V1__REQUEST_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__request_result__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL, 0 }
+    , (char *)protobuf_c_empty_string, 0, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL, 0, 0 }
 
 
 /*
@@ -112,10 +118,14 @@ struct  Audioaccessory__V1__AccessoryState
    */
   protobuf_c_boolean automatic_switching_off;
   ProtobufCBinaryData pinned_source;
+  /*
+   * The ownership epoch of the bridge that published this state (see RequestResult.epoch; 0 for a single bridge).
+   */
+  uint64_t epoch;
 };
 #define AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__accessory_state__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL} }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0 }
 
 
 /* Audioaccessory__V1__RequestResult methods */
