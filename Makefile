@@ -3,7 +3,7 @@
 
 SWIFT        ?= swift
 APT_PACKAGES := pkg-config protobuf-compiler protobuf-c-compiler libprotobuf-c-dev \
-                libmosquitto-dev mosquitto mosquitto-clients gcc make
+                libmosquitto-dev mosquitto mosquitto-clients gcc make etcd-server
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps run test build generate check-generated vectors bench clean

@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Only for etcd's JSON gateway (the cluster: see Etcd); swift-nio-ssl comes with it, for etcd over TLS.
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
     ],
     targets: [
         // Pure value types and state machines: AudioAccessoryKit's model and the routing engine.
@@ -44,6 +47,10 @@ let package = Package(
         // Pure too: what home automation is owed (JSON views and events, availability, Home Assistant discovery) as a
         // state machine that returns what to publish.
         .target(name: "HomeAutomation", dependencies: ["AccessoryModel", "AccessoryWire"]),
+
+        // Pure too: one bridge's part in a cluster (membership, rendezvous assignment, claims, self-fencing) as a state
+        // machine that returns what to ask etcd and which slots to start or stop; the store it needs, as a protocol.
+        .target(name: "Cluster", dependencies: ["AccessoryModel"]),
 
         // The wire contract in Swift: generated messages, wire <-> model mapping, topics, payload formats.
         .target(
@@ -98,6 +105,29 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // etcd's v3 API through its JSON gateway, with async-http-client: the cluster's store.
+        .target(
+            name: "Etcd",
+            dependencies: [
+                "Cluster",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A bridge as a member of a cluster: runs the cluster's state machine against etcd and serves the slots it
+        // owns, each an AccessoryBridgeService with a session of its own.
+        .target(
+            name: "BridgeCluster",
+            dependencies: [
+                "AccessoryBridge", "AccessoryModel", "Cluster", "Etcd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The operations endpoint as a Service: /metrics (Prometheus text), /health/live, /health/ready.
         .target(
             name: "BridgeHTTP",
@@ -112,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "accessory-bridge",
             dependencies: [
-                "AccessoryBridge", "BridgeHTTP", "MQTTClient",
+                "AccessoryBridge", "AccessoryModel", "BridgeCluster", "BridgeHTTP", "Etcd", "MQTTClient",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -173,6 +203,9 @@ let package = Package(
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "AccessoryModel", "TestSupport"]),
         .testTarget(name: "HomeAutomationTests", dependencies: ["HomeAutomation", "AccessoryModel", "AccessoryWire"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "AccessoryModel"]),
+        // The cluster end to end: etcd, mosquitto, bridges as processes, hub-sim; `make test` runs it after the others.
+        .testTarget(name: "ClusterIntegrationTests", dependencies: ["Cluster", "TestSupport"]),
         .testTarget(
             name: "AccessoryWireTests",
             dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],

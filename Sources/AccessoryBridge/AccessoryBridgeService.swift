@@ -11,6 +11,10 @@ import Synchronization
 /// hands every message, connection change and deadline to its ``MessageProcessor`` on the client's network thread,
 /// which owns all of the bridge's state. It announces itself with a retained BridgeStatus (online on every
 /// connection; offline by its will and on graceful shutdown).
+///
+/// In a cluster, one serves each slot its instance owns (``ServedSlot``; docs/scale-out.md), started and stopped by
+/// the cluster's service: its session connects first, reading nothing (which cuts an old owner off), then the slot is
+/// rebuilt from its own retained states and the playing devices its accessories list, then it reads.
 public final class AccessoryBridgeService: Service {
     private let configuration: BridgeConfiguration
     private let clock: WallClock
@@ -18,23 +22,38 @@ public final class AccessoryBridgeService: Service {
     private let processor: MessageProcessor
     private let client: MQTTClient
     private let instanceID: String
+    private let slot: ServedSlot?
+    /// The hubs' and accessories' topic root: the configured one, or the slot's.
+    private let root: TopicRoot
     private let offlineStatus: @Sendable () -> MQTTMessage
     private let rebuilt = Atomic(false)
+    private let stopping = StopSignal()
+    /// A slot's session hands nothing to the processor until the slot is rebuilt.
+    private let held: HeldHandler?
+    private let onServing: (@Sendable () -> Void)?
 
     /// Creates the bridge; it connects when run.
     ///
     /// - Parameters:
     ///   - metrics: where the counters go (the bootstrapped metrics system by default).
     ///   - instanceID: distinguishes this run's command ids from earlier runs' (random by default).
+    ///   - slot: in a cluster, the slot served (its client id is the configuration's); `nil`: every hub.
+    ///   - onServing: called once rebuilt, when it serves.
     public init(
         configuration: BridgeConfiguration, logger: Logger, clock: WallClock = .system,
         metrics: any MetricsFactory = MetricsSystem.factory,
-        instanceID: String = String(UInt32.random(in: .min ... .max), radix: 16)
+        instanceID: String = String(UInt32.random(in: .min ... .max), radix: 16), slot: ServedSlot? = nil,
+        onServing: (@Sendable () -> Void)? = nil
     ) throws(MQTTError) {
         self.configuration = configuration
         self.clock = clock
+        var logger = logger
+        if let slot { logger[metadataKey: "slot"] = "\(slot.slot.number)" }
         self.logger = logger
         self.instanceID = instanceID
+        self.slot = slot
+        self.onServing = onServing
+        root = TopicRoots(configuration.topicRoot, slot: slot).root
         let startedAt = clock.now
         var mqtt = configuration.mqtt
         // A persistent session: telemetry that arrives while the bridge is away waits for it.
@@ -44,8 +63,7 @@ public final class AccessoryBridgeService: Service {
         // (`make bench-e2e` with PERF=1). A crash can leave answers unsent behind a narrow window; hubs retry until
         // they get an answer, and a retry is answered with its original outcome (see "For hub authors").
         mqtt.sessionExpiry = configuration.sessionExpiry
-        let statuses = BridgeStatuses(
-            root: configuration.topicRoot, format: configuration.payloadFormat, version: configuration.version)
+        let statuses = BridgeStatuses(root: root, format: configuration.payloadFormat, version: configuration.version)
         let will = statuses.status(online: false, since: startedAt)
         if configuration.publishingSession {
             // What the bridge publishes leaves through a session of its own, so that the bridge can stop reading while
@@ -61,7 +79,8 @@ public final class AccessoryBridgeService: Service {
         offlineStatus = { statuses.status(online: false, since: clock.now) }
         processor = MessageProcessor(
             configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,
-            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt))
+            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt), slot: slot)
+        held = slot.map { [processor] _ in HeldHandler(processor) }
     }
 
     /// The buckets of the bridge's duration histograms, by metric label, for a metrics backend that takes them
@@ -72,9 +91,16 @@ public final class AccessoryBridgeService: Service {
     /// connected to the broker. For `/health/ready`; callable from any thread.
     public var notReadyBecause: [String] {
         var reasons: [String] = []
-        if !rebuilt.load(ordering: .acquiring) { reasons.append("rebuilding from the retained states") }
-        if !client.isConnected { reasons.append("not connected to the broker") }
+        let what = slot.map { "\($0.slot): " } ?? ""
+        if !rebuilt.load(ordering: .acquiring) { reasons.append(what + "rebuilding from the retained states") }
+        if !client.isConnected { reasons.append(what + "not connected to the broker") }
         return reasons
+    }
+
+    /// Ends ``run()``: at once while starting (waiting for the broker, rebuilding), else as a graceful shutdown does
+    /// (the offline status, then the connection closed). A cluster stops a slot it no longer owns this way.
+    public func stop() {
+        stopping.signal()
     }
 
     deinit {
@@ -88,16 +114,20 @@ public final class AccessoryBridgeService: Service {
         } catch {
             // Whatever ended it, the connection is let go of (a debug build asserts that it was).
             await client.close()
+            processor.stopped()
             throw error
         }
         await client.close()
+        processor.stopped()
     }
 
-    /// Rebuilds, serves until a graceful shutdown, then says offline. A shutdown during start-up ends it quietly.
+    /// Rebuilds, serves until a graceful shutdown or ``stop()``, then says offline. A shutdown or a stop during
+    /// start-up ends it quietly.
     private func serve() async throws {
         HeapTrimmer.configureAllocator()
-        let root = configuration.topicRoot
-        for kind in [Topic.Kind.telemetry, .hubStatus, .sourceState, .controls] {
+        // A slot reads the playing devices its accessories list, each on its own (subscribed once rebuilt).
+        let kinds: [Topic.Kind] = slot == nil ? [.telemetry, .hubStatus, .sourceState, .controls] : [.telemetry, .hubStatus, .controls]
+        for kind in kinds {
             try client.subscribe(kind.filter(under: root), qos: .atLeastOnce)
         }
         if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
@@ -110,33 +140,109 @@ public final class AccessoryBridgeService: Service {
                 "mqtt.host": "\(configuration.mqtt.host)", "mqtt.port": "\(configuration.mqtt.port)",
                 "mqtt.client_id": "\(configuration.mqtt.clientID)", "topic_root": "\(root)",
                 "payload_format": "\(configuration.payloadFormat)", "version": "\(configuration.version)",
+                "slot": "\(slot.map { "\($0)" } ?? "all")",
             ])
-        // The retained states first: the persistent session delivers the telemetry that waited for the bridge as soon
-        // as it connects, and that telemetry must meet the accessories as they were.
         do {
-            try await cancelWhenGracefulShutdown { try await self.rebuild() }
+            try await untilStopped { try await self.start() }
         } catch {
-            // A stop (SIGTERM, Ctrl-C) while waiting for the broker or reading the retained states is routine.
-            guard Task.isShuttingDownGracefully || Task.isCancelled else { throw error }
-            logger.info("shut down before start-up finished")
+            // A stop (SIGTERM, Ctrl-C, the cluster) while waiting for the broker or reading the retained states is
+            // routine.
+            guard Task.isShuttingDownGracefully || Task.isCancelled || stopping.isSignalled else { throw error }
+            logger.info("stopped before start-up finished")
             return
         }
-        // From here on the client's network thread owns the processor.
-        try client.start(processor)
         rebuilt.store(true, ordering: .releasing)
-        let beacon = try configuration.homeAutomation ? AvailabilityBeacon(configuration: configuration, logger: logger) : nil
-        try? await gracefulShutdown()
+        onServing?()
+        let beacon = try configuration.homeAutomation
+            ? AvailabilityBeacon(configuration: configuration, root: root, logger: logger) : nil
+        await untilStopped()
 
         logger.info("shutting down")
         _ = try? client.publish(offlineStatus())
         await beacon?.stop()
     }
 
-    /// Reads every retained accessory and source state through a short clean session, and rebuilds from them. Waits
-    /// for the broker as long as it takes; a shutdown cancels it.
+    /// Rebuilds and starts reading. One bridge: the retained states first (the persistent session delivers the
+    /// telemetry that waited for the bridge as soon as it connects, and that telemetry must meet the accessories as
+    /// they were), then the connection. A slot: its connection first, reading nothing (the broker's session takeover
+    /// cuts off an old owner: nothing it sends after that reaches the broker, so the states read next are the last it
+    /// published), then its states, then it reads.
+    private func start() async throws {
+        guard let held else {
+            try await rebuild()
+            // From here on the client's network thread owns the processor.
+            try client.start(processor)
+            return
+        }
+        client.holdReading()
+        try client.start(held)
+        try await client.waitUntilConnected()
+        try await rebuild()
+        for topic in processor.sourceSubscriptions {
+            try client.subscribe(topic, qos: .atLeastOnce)
+        }
+        // From here on the client's network thread owns the processor (the handler passes everything on).
+        held.release()
+        client.resumeReading()
+    }
+
+    /// Returns when the bridge is to stop: a graceful shutdown, ``stop()``, or a cancellation.
+    private func untilStopped() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await gracefulShutdown() }
+            group.addTask { [stopping] in await stopping.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Runs `body` until it ends or the bridge is to stop (then `body` is cancelled and this throws).
+    private func untilStopped(_ body: @escaping @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await body()
+                return true
+            }
+            group.addTask { [self] in
+                await untilStopped()
+                return false
+            }
+            let finished = try await group.next()!
+            group.cancelAll()
+            if !finished { throw CancellationError() }
+        }
+    }
+
+    /// Reads the retained states through a short clean session, and rebuilds from them: one bridge, every accessory
+    /// and playing device; a slot, its accessories, then the playing devices they list. Waits for the broker as long
+    /// as it takes; a stop cancels it.
     private func rebuild() async throws {
         let clock = ContinuousClock()
         let started = clock.now
+        var filters: [(String, QoS)] = [(Topic.Kind.accessoryState.filter(under: root), .atMostOnce)]
+        if slot == nil { filters.append((Topic.Kind.sourceState.filter(under: root), .atMostOnce)) }
+        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
+            // This bridge's retained discovery configs: those of accessories that no longer exist are removed.
+            filters.append((HomeAssistantDiscovery(prefix: prefix, root: root).configFilter, .atLeastOnce))
+        }
+        try await readRetained(filters, pass: "states")
+        if slot != nil {
+            let sources = processor.sourceSubscriptions
+            if !sources.isEmpty { try await readRetained(sources.map { ($0, .atMostOnce) }, pass: "sources") }
+        }
+        try Task.checkCancellation()
+        let restored = processor.restoringFinished()
+        logger.info(
+            "rebuilt from the retained states",
+            metadata: [
+                "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
+                "unusable": "\(restored.skipped)", "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
+            ])
+    }
+
+    /// Reads the retained messages of `filters` through a short clean session and restores them, until a marker
+    /// published after subscribing comes back.
+    private func readRetained(_ filters: [(String, QoS)], pass: String) async throws {
         var mqtt = configuration.mqtt
         mqtt.clientID += "-rebuild"
         mqtt.cleanStart = true
@@ -149,19 +255,17 @@ public final class AccessoryBridgeService: Service {
         // already sizes above the accessories and devices. The discovery configs and the marker stay QoS 1: take as
         // many in flight as MQTT allows.
         mqtt.maximumIncomingInflightMessages = 65_535
-        let root = configuration.topicRoot
+        // A slot's session must not be cut off by its own reader.
+        mqtt.connectionGate = nil
         // The broker handles a client's packets in order: once this comes back, every retained state has arrived.
-        let marker = root.rebuildMarker(instanceID)
+        let marker = root.rebuildMarker("\(instanceID)-\(pass)")
         // Decoded on the reader's network thread as they arrive, and restored on this task meanwhile, a batch at a
         // time (there may be a million).
         let collected = RetainedStates(marker: marker, processor: processor)
         async let restoring: Void = collected.restoreAll()
         let reader = try MQTTClient(configuration: mqtt, logger: logger)
-        try reader.subscribe(Topic.Kind.accessoryState.filter(under: root), qos: .atMostOnce)
-        try reader.subscribe(Topic.Kind.sourceState.filter(under: root), qos: .atMostOnce)
-        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
-            // This bridge's retained discovery configs: those of accessories that no longer exist are removed.
-            try reader.subscribe(HomeAssistantDiscovery(prefix: prefix, root: root).configFilter, qos: .atLeastOnce)
+        for (filter, qos) in filters {
+            try reader.subscribe(filter, qos: qos)
         }
         try reader.subscribe(marker, qos: .atLeastOnce)
         try reader.start { collected.receive($0) }
@@ -185,14 +289,6 @@ public final class AccessoryBridgeService: Service {
         await reader.close()
         collected.endOfInput()
         await restoring
-        try Task.checkCancellation()
-        let restored = processor.restoringFinished()
-        logger.info(
-            "rebuilt from the retained states",
-            metadata: [
-                "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
-                "unusable": "\(restored.skipped)", "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
-            ])
     }
 }
 
@@ -217,8 +313,8 @@ final class AvailabilityBeacon: Sendable {
     private let client: MQTTClient
     private let topic: String
 
-    init(configuration: BridgeConfiguration, logger: Logger) throws(MQTTError) {
-        topic = Topic.bridgeAvailability.name(under: configuration.topicRoot)
+    init(configuration: BridgeConfiguration, root: TopicRoot, logger: Logger) throws(MQTTError) {
+        topic = Topic.bridgeAvailability.name(under: root)
         var mqtt = configuration.mqtt
         mqtt.clientID += "-availability"
         mqtt.cleanStart = true

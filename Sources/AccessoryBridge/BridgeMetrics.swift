@@ -4,7 +4,8 @@ import BridgeCore
 import CoreMetrics
 
 /// The bridge's metrics, created once. Labels are bounded: message kinds, error codes, actions, registrations,
-/// activities — never an accessory, hub or source id.
+/// activities — never an accessory, hub or source id. In a cluster, every slot an instance serves counts into the same
+/// counters, and its gauges carry a `slot` label (at most the number of slots), zeroed when it stops.
 struct BridgeMetrics: Sendable {
     /// Inbound messages by topic kind (`telemetry`, `hub_status`, `source_state`, `controls`).
     let received: [String: Counter]
@@ -70,7 +71,8 @@ struct BridgeMetrics: Sendable {
         case slot
     }
 
-    init(factory: any MetricsFactory) {
+    init(factory: any MetricsFactory, slot: Int? = nil) {
+        let slot: [(String, String)] = slot.map { [("slot", "\($0)")] } ?? []
         received = Dictionary(
             uniqueKeysWithValues: ["telemetry", "hub_status", "source_state", "controls"].map {
                 ($0, Counter(label: "accessory_bridge_messages_received_total", dimensions: [("kind", $0)], factory: factory))
@@ -94,18 +96,18 @@ struct BridgeMetrics: Sendable {
 
         accessories = Dictionary(
             uniqueKeysWithValues: Registration.allCases.map {
-                ($0, Gauge(label: "accessory_bridge_accessories", dimensions: [("registration", "\($0)")], factory: factory))
+                ($0, Gauge(label: "accessory_bridge_accessories", dimensions: [("registration", "\($0)")] + slot, factory: factory))
             })
-        worn = Gauge(label: "accessory_bridge_accessories_worn", factory: factory)
-        routed = Gauge(label: "accessory_bridge_accessories_routed", factory: factory)
+        worn = Gauge(label: "accessory_bridge_accessories_worn", dimensions: slot, factory: factory)
+        routed = Gauge(label: "accessory_bridge_accessories_routed", dimensions: slot, factory: factory)
         sources = Dictionary(
             uniqueKeysWithValues: Activity.allCases.map {
-                ($0, Gauge(label: "accessory_bridge_sources", dimensions: [("activity", "\($0)")], factory: factory))
+                ($0, Gauge(label: "accessory_bridge_sources", dimensions: [("activity", "\($0)")] + slot, factory: factory))
             })
-        hubsOnline = Gauge(label: "accessory_bridge_hubs_online", factory: factory)
-        brokerConnected = Gauge(label: "accessory_bridge_broker_connected", factory: factory)
+        hubsOnline = Gauge(label: "accessory_bridge_hubs_online", dimensions: slot, factory: factory)
+        brokerConnected = Gauge(label: "accessory_bridge_broker_connected", dimensions: slot, factory: factory)
         reconnects = Counter(label: "accessory_bridge_broker_reconnects_total", factory: factory)
-        outboundQueueDepth = Gauge(label: "accessory_bridge_outbound_queue_depth", factory: factory)
+        outboundQueueDepth = Gauge(label: "accessory_bridge_outbound_queue_depth", dimensions: slot, factory: factory)
         handling = Timer(label: Label.handling, factory: factory)
         toCommand = Timer(label: Label.toCommand, factory: factory)
         Gauge(label: "accessory_bridge_info", dimensions: [("version", Release.version)], factory: factory).record(1)
@@ -119,6 +121,12 @@ struct BridgeMetrics: Sendable {
         for (activity, gauge) in sources { gauge.record(statistics.sourcesByActivity[activity, default: 0]) }
         self.hubsOnline.record(hubsOnline)
         self.outboundQueueDepth.record(outboundQueueDepth)
+    }
+
+    /// The bridge (a cluster's slot) stopped here: its gauges say nothing any more.
+    func zeroGauges() {
+        record(BridgeStateMachine.Statistics(), hubsOnline: 0, outboundQueueDepth: 0)
+        brokerConnected.record(0)
     }
 
     func result(_ result: RequestOutcome.Result) {

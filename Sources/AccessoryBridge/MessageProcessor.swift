@@ -65,7 +65,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         defaultFormat = configuration.payloadFormat
         self.clock = clock
         self.logger = logger
-        let metrics = BridgeMetrics(factory: factory)
+        let metrics = BridgeMetrics(factory: factory, slot: slot?.slot.number)
         self.metrics = metrics
         self.onlineStatus = onlineStatus
         housekeepingInterval = configuration.statisticsInterval
@@ -185,6 +185,11 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 "gave free heap memory back to the system",
                 metadata: ["duration_ms": "\((ContinuousClock.now - started).nanoseconds / 1_000_000)"])
         }
+    }
+
+    /// The bridge stopped (its client is closed): its gauges are zeroed.
+    public func stopped() {
+        metrics.zeroGauges()
     }
 
     // MARK: - Inbound
@@ -528,7 +533,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 "mqtt.topic": "\(request.message.topic)", "accessory.id": "\(request.accessory)",
                 "error": "\(error.code.rawValue)", "reason": "\(error.reason)",
             ]
-            if case .hub(let hub) = request.replyTo { metadata["hub.id"] = "\(hub)" }
+            if case .hub(let hub, _) = request.replyTo { metadata["hub.id"] = "\(hub)" }
             logger.info("request failed", metadata: metadata)
         case .duplicate:
             metrics.duplicates.increment()

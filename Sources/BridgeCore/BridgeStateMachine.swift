@@ -74,6 +74,17 @@ public struct BridgeStateMachine: Sendable {
         public var worn = 0
         public var routed = 0
         public var sourcesByActivity: [Activity: Int] = [:]
+
+        public init(
+            accessories: Int = 0, byRegistration: [Registration: Int] = [:], worn: Int = 0, routed: Int = 0,
+            sourcesByActivity: [Activity: Int] = [:]
+        ) {
+            self.accessories = accessories
+            self.byRegistration = byRegistration
+            self.worn = worn
+            self.routed = routed
+            self.sourcesByActivity = sourcesByActivity
+        }
     }
 
     public func statistics() -> Statistics {

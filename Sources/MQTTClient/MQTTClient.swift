@@ -100,6 +100,20 @@ public final class MQTTClient: Sendable {
         try result.get()
     }
 
+    /// From now on the client reads nothing its broker sends past a CONNACK: what arrives for its session waits at
+    /// the broker (a persistent session keeps it) until ``resumeReading()``. Keep-alives still go out. A cluster's
+    /// slot connects its session this way, which cuts an old owner off, then rebuilds, then reads.
+    public func holdReading() {
+        core.readingHeld.store(true, ordering: .releasing)
+    }
+
+    /// Reads again what ``holdReading()`` left at the broker. What another task did before this call (restoring
+    /// the handler's state, say) happens before the handler's next call on the network thread.
+    public func resumeReading() {
+        core.readingHeld.store(false, ordering: .releasing)
+        core.wakePipe.signal()
+    }
+
     /// Whether the connection is up.
     public var isConnected: Bool {
         core.sessions.allSatisfy { $0.state.withLock { $0.isConnected } }

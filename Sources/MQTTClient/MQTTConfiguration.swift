@@ -47,6 +47,11 @@ public struct MQTTConfiguration: Sendable {
     /// beyond it, ``MQTTClient/publish(_:)`` throws ``MQTTError/Kind/queueFull``, so that memory stays bounded during
     /// a long outage.
     public var maximumPendingMessages: Int = 100_000
+    /// Asked on the network thread before every attempt to connect (the first and each reconnection): `nil` lets it
+    /// go; a reason holds it back, as a failed attempt (``MQTTError/Kind/notPermitted``, with that reason) tried again
+    /// after the usual delay. A cluster's slot connects only while its owner's etcd lease is fresh (self-fencing:
+    /// docs/scale-out.md). Its publishing session asks the same.
+    public var connectionGate: (@Sendable () -> String?)?
 
     public init(clientID: String) {
         self.clientID = clientID

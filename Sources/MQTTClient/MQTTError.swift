@@ -19,6 +19,9 @@ public struct MQTTError: Error, Hashable, Sendable, CustomStringConvertible {
         /// ``MQTTClient/waitUntilConnected(timeout:)`` gave up: no connection within the time given (``code`` is
         /// `MOSQ_ERR_NO_CONN`); the message names why the last attempt failed.
         case notConnected
+        /// ``MQTTConfiguration/connectionGate`` held an attempt to connect back (``code`` is `MOSQ_ERR_NO_CONN`); the
+        /// message is the gate's reason.
+        case notPermitted
     }
 
     public var kind: Kind

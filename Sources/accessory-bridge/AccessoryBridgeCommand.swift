@@ -1,7 +1,9 @@
 import AccessoryBridge
 import AccessoryWire
 import ArgumentParser
+import BridgeCluster
 import BridgeHTTP
+import Etcd
 import Logging
 import Metrics
 import MQTTClient
@@ -44,14 +46,29 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         logger.logLevel = settings.logLevel
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(
-            PrometheusMetricsFactory.with(registry: registry, buckets: AccessoryBridgeService.histogramBuckets))
-        let bridge = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)
+            PrometheusMetricsFactory.with(
+                registry: registry,
+                buckets: AccessoryBridgeService.histogramBuckets.merging(ClusterService.histogramBuckets) { $1 }))
+        // One bridge, or a member of a cluster that serves the slots it owns.
+        let bridge: any Service
+        let notReadyBecause: @Sendable () -> [String]
+        var etcd: EtcdClient?
+        if let cluster = settings.cluster {
+            let client = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
+            etcd = client
+            let member = ClusterService(configuration: cluster, bridge: settings.bridge, store: client, logger: logger)
+            (bridge, notReadyBecause) = (member, { member.notReadyBecause })
+        } else {
+            let single = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)
+            (bridge, notReadyBecause) = (single, { single.notReadyBecause })
+        }
+        defer { if let etcd { Task { await etcd.shutdown() } } }
         var services: [any Service] = []
         if let http = settings.httpListener {
             // The endpoint listens first: a port already taken is said before anything connects to the broker.
             let listening = Gate()
             let endpoint = OperationsEndpoint(
-                host: http.host, port: http.port, registry: registry, notReadyBecause: { bridge.notReadyBecause })
+                host: http.host, port: http.port, registry: registry, notReadyBecause: notReadyBecause)
             services.append(endpoint.service(logger: logger) { [logger] port in
                 logger.info("serving /metrics and /health", metadata: ["http.host": "\(http.host)", "http.port": "\(port)"])
                 listening.open()
@@ -129,11 +146,11 @@ final class Gate: Sendable {
 }
 
 /// `service`, run once `gate` opens; a shutdown or a cancellation before that ends it without running it.
-struct AfterGate<Inner: Service>: Service {
+struct AfterGate: Service {
     let gate: Gate
-    let service: Inner
+    let service: any Service
 
-    init(_ gate: Gate, _ service: Inner) {
+    init(_ gate: Gate, _ service: any Service) {
         self.gate = gate
         self.service = service
     }

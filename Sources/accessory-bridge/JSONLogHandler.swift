@@ -16,9 +16,17 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    /// RFC 3339 with milliseconds, in UTC: `2026-11-26T10:42:54.123Z`.
+    static var timeFormat: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }
+
     func log(event: LogEvent) {
         var object: [String: Any] = [
-            "time": ISO8601DateFormatter().string(from: Date()),
+            // Milliseconds: a takeover or a handover is measured in them.
+            "time": Self.timeFormat.string(from: Date()),
             "level": event.level.rawValue,
             "label": label,
             "message": "\(event.message)",

@@ -1,6 +1,9 @@
 import AccessoryBridge
+import AccessoryModel
 import AccessoryWire
+import BridgeCluster
 import Configuration
+import Etcd
 import Foundation
 import Logging
 import MQTTClient
@@ -30,6 +33,16 @@ enum Settings {
         var http = HTTPListener()
         var logLevel = Logger.Level.info
         var logFormat = LogFormat.text
+        /// etcd's URL: with it, the bridge is a member of a cluster (``cluster``, from the fields below).
+        var etcd: String?
+        var clusterName = ClusterConfiguration(endpoint: "").name
+        var slots = ClusterConfiguration(endpoint: "").slots
+        var member = ClusterConfiguration.defaultMember
+        var etcdCAFile: String?
+        var etcdCertFile: String?
+        var etcdKeyFile: String?
+        /// Made by ``finish()`` when ``etcd`` is given.
+        var cluster: ClusterConfiguration?
 
         struct HTTPListener {
             var host = "127.0.0.1"
@@ -62,6 +75,20 @@ enum Settings {
                 bridge.mqtt.tls = .init(caFile: caFile, certificateFile: certFile, keyFile: keyFile)
             }
             bridge.homeAssistantPrefix = homeAssistant ? homeAssistantPrefix : nil
+            cluster = nil
+            if let etcd {
+                var cluster = ClusterConfiguration(endpoint: etcd)
+                cluster.name = clusterName
+                cluster.slots = slots
+                cluster.member = member
+                if etcd.hasPrefix("https://") || etcd.hasPrefix("etcds://") || etcdCAFile != nil {
+                    guard let etcdCAFile else {
+                        throw Invalid(description: "\(etcd) uses TLS: give etcd's CA file with --etcd-ca-file")
+                    }
+                    cluster.tls = .init(caFile: etcdCAFile, certificateFile: etcdCertFile, keyFile: etcdKeyFile)
+                }
+                self.cluster = cluster
+            }
         }
     }
 
@@ -185,6 +212,38 @@ enum Settings {
             return port
         },
         .switchedOff("http", \.httpOn, "No HTTP listener: no /metrics, no /health/*."),
+        .optionalText(
+            "cluster", \.etcd,
+            "etcd's URL (etcd://host:port, or https://host:port with --etcd-ca-file): run as a member of a cluster of "
+                + "bridges that share the slots (docs/scale-out.md). Each slot's MQTT client id is "
+                + "{cluster-name}-slot-{slot}; --client-id is not used."),
+        .parsed(
+            "cluster-name", \.clusterName, "name",
+            "The cluster's name: its keys in etcd (/aab/{name}/) and its slots' client ids."
+        ) { text in
+            guard HubID(text) != nil else {
+                throw Invalid(description: "cluster-name must be \(IdentifierGrammar.description), not '\(text)'")
+            }
+            return text
+        },
+        .parsed(
+            "slots", \.slots, "count",
+            "How many slots the cluster's work is split into (1...4096); every hub and tool of the cluster uses the same."
+        ) { text in
+            guard let count = Int(text), let slots = ClusterSlots(count) else {
+                throw Invalid(description: "slots must be a number 1...4096, not '\(text)'")
+            }
+            return slots
+        },
+        .parsed("member", \.member, "name", "This bridge's name in the cluster: unique among its members.") { text in
+            guard HubID(text) != nil else {
+                throw Invalid(description: "member must be \(IdentifierGrammar.description), not '\(text)'")
+            }
+            return text
+        },
+        .optionalText("etcd-ca-file", \.etcdCAFile, "The PEM file of the CA that signs etcd's certificate (TLS)."),
+        .optionalText("etcd-cert-file", \.etcdCertFile, "The PEM file of the bridge's client certificate for etcd."),
+        .optionalText("etcd-key-file", \.etcdKeyFile, "The PEM file of that certificate's private key."),
     ]
 
     /// The JSON config file: `--config-file` or `AUDIO_BRIDGE_CONFIG_FILE` (the one setting that is not in the file).

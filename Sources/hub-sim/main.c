@@ -21,6 +21,9 @@
  *    routed to two accessories.
  * --slots S talks to a cluster of bridges with S slots (docs/scale-out.md): each hub's topics are under its slot's
  *    root, the devices' fence goes to every slot, and the states are read under every slot.
+ * --households K groups the hubs into K households (routing domains: hub h is "{prefix}-home{h mod K}--hub-{h}") and
+ *    the devices with them: an accessory lists only its household's devices, which its household's other hubs share.
+ *    Without it, every accessory may list any device.
  * --svg FILE sweeps offered rates (--sweep R1,R2,... or fractions of a first flood's throughput) and draws latency
  * against offered rate.
  *
@@ -67,7 +70,8 @@ struct options {
     double drain;
     long timeout_ms;
     long timeout_max_ms;
-    long slots; /* 0: a single bridge */
+    long slots;      /* 0: a single bridge */
+    long households; /* 0: none (any accessory may list any device) */
     bool json;
     bool verify;
     bool quiet;
@@ -235,7 +239,7 @@ static void usage(FILE *out)
             "               [--rate 0 (flood) | N requests/s] [--seconds 10 | --rounds N] [--drain 60]\n"
             "               [--scenario mixed|placement|sources|calls] [--devices D] [--prefix sim]\n"
             "               [--timeout-ms 1000] [--timeout-max-ms 5000] [--ca-file FILE] [--seed N]\n"
-            "               [--slots S (a cluster of bridges with S slots)]\n"
+            "               [--slots S (a cluster of bridges with S slots)] [--households K]\n"
             "               [--verify] [--json] [--quiet] [--svg FILE [--sweep R1,R2,...]]\n");
 }
 
@@ -348,6 +352,8 @@ static bool parse_options(int argc, char **argv, struct options *opt)
             ok = parse_long(value, 1, 3600000, &opt->timeout_max_ms);
         } else if (strcmp(name, "--slots") == 0) {
             ok = parse_long(value, 0, 4096, &opt->slots);
+        } else if (strcmp(name, "--households") == 0) {
+            ok = parse_long(value, 0, 65536, &opt->households);
         } else if (strcmp(name, "--seed") == 0) {
             ok = parse_long(value, 0, 0x7fffffff, &number);
             opt->seed = (unsigned)number;
@@ -370,6 +376,10 @@ static bool parse_options(int argc, char **argv, struct options *opt)
     }
     if (opt->seconds < 0) {
         opt->seconds = opt->rounds > 0 ? 0 : 10; /* --rounds alone: as long as the rounds take */
+    }
+    if (opt->households > opt->hubs || (opt->households > 0 && opt->devices < 2 * opt->households)) {
+        fprintf(stderr, "hub-sim: --households must be at most --hubs, with at least two devices each\n");
+        return false;
     }
     if (opt->rounds == 0 && opt->seconds <= 0) {
         fprintf(stderr, "hub-sim: give --seconds or --rounds\n");
@@ -445,6 +455,27 @@ static struct summary summarize(struct phase_stats *stats, uint64_t lost, double
 /* ------------------------------------------------------------------------------------------------------------ */
 
 static long accessory_index(struct sim *sim, const char *id);
+
+/* Hub h's id: "{prefix}-hub-{h}", or with households "{prefix}-home{k}--hub-{h}" (routing domain "{prefix}-home{k}"). */
+static void hub_name(const struct sim *sim, long hub, char *out, size_t size)
+{
+    if (sim->opt.households > 0) {
+        snprintf(out, size, "%s-home%ld--hub-%ld", sim->opt.prefix, hub % sim->opt.households, hub);
+    } else {
+        snprintf(out, size, "%s-hub-%ld", sim->opt.prefix, hub);
+    }
+}
+
+/* The device an accessory of `hub` lists at position `n` of its choices: any device, or its household's. */
+static int device_choice(const struct sim *sim, long hub, long n)
+{
+    if (sim->opt.households == 0) {
+        return (int)(n % sim->opt.devices);
+    }
+    long household = hub % sim->opt.households;
+    long count = (sim->opt.devices - household + sim->opt.households - 1) / sim->opt.households;
+    return (int)(household + sim->opt.households * (n % count));
+}
 
 static void publish_source_state(struct sim *sim, struct device *device)
 {
@@ -892,8 +923,8 @@ static enum audiohub_err make_request(struct sim *sim, int index, struct op *op,
     bool update = varied && choice >= 25 && choice < 40;
     if (sources || update) {
         accessory->source_cursor = (accessory->source_cursor + 1) % (int)sim->opt.devices;
-        op->effect.primary = accessory->source_cursor;
-        op->effect.secondary = (accessory->source_cursor + 1) % (int)sim->opt.devices;
+        op->effect.primary = device_choice(sim, accessory->hub, accessory->source_cursor);
+        op->effect.secondary = device_choice(sim, accessory->hub, accessory->source_cursor + 1);
     }
     if (!sources) {
         accessory->next_off = !accessory->next_off;
@@ -1030,8 +1061,8 @@ static bool setup(struct sim *sim)
     for (long i = 0; i < sim->accessory_count; i++) {
         struct accessory *accessory = &sim->accessories[i];
         struct audiohub *hub = sim->hubs[accessory->hub];
-        struct expected target = {AUDIOHUB_PLACEMENT_ON_HEAD, (int)(i % sim->opt.devices),
-                                  (int)((i + 1) % sim->opt.devices)};
+        struct expected target = {AUDIOHUB_PLACEMENT_ON_HEAD, device_choice(sim, accessory->hub, i),
+                                  device_choice(sim, accessory->hub, i + 1)};
         accessory->expected = (struct expected){AUDIOHUB_PLACEMENT_NONE, -1, -1};
         accessory->source_cursor = (int)(i % sim->opt.devices);
         char name[64];
@@ -1226,8 +1257,8 @@ static const char *mismatch(struct sim *sim, long index, const struct wire_state
         return why;
     }
     const struct expected *e = &accessory->expected;
-    char hub_id[64];
-    snprintf(hub_id, sizeof hub_id, "%s-hub-%d", sim->opt.prefix, accessory->hub);
+    char hub_id[AUDIOHUB_ID_MAX + 1];
+    hub_name(sim, accessory->hub, hub_id, sizeof hub_id);
     const struct audiohub_address *primary = &sim->devices[e->primary].address;
     const struct audiohub_address *secondary = &sim->devices[e->secondary].address;
     if (strcmp(state->hub_id, hub_id) != 0) {
@@ -1485,7 +1516,7 @@ static bool start_hubs(struct sim *sim)
     long limit = 4 * sim->opt.accessories + 1024;
     for (long h = 0; h < sim->opt.hubs; h++) {
         char hub_id[AUDIOHUB_ID_MAX + 1];
-        snprintf(hub_id, sizeof hub_id, "%s-hub-%ld", sim->opt.prefix, h);
+        hub_name(sim, h, hub_id, sizeof hub_id);
         enum audiohub_err rc = audiohub_new(hub_id, sim, &sim->hubs[h]);
         if (rc == AUDIOHUB_ERR_SUCCESS) rc = audiohub_topic_root_set(sim->hubs[h], sim->opt.topic_root);
         if (rc == AUDIOHUB_ERR_SUCCESS) rc = audiohub_int_option(sim->hubs[h], AUDIOHUB_OPT_TIMEOUT_MS, sim->opt.timeout_ms);

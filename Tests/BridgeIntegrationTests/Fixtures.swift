@@ -157,17 +157,3 @@ final class Peer: Sendable {
     }
 }
 
-/// The executables built beside this test bundle.
-enum BuiltProducts {
-    static var directory: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    }
-
-    static func path(_ name: String) throws -> String {
-        let url = directory.appendingPathComponent(name)
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw MosquittoBrokerError("\(url.path) is not built: run `swift build` (make test does) before the tests")
-        }
-        return url.path
-    }
-}

@@ -211,7 +211,7 @@ import Glibc
         #expect(status == 0, "\(output())")
         let text = output()
         #expect(!["Fatal error", "Assertion failed", "crashed", "Error:"].contains { text.contains($0) }, "\(text)")
-        #expect(text.contains(phase == .serving ? "shutting down" : "shut down before start-up finished"), "\(text)")
+        #expect(text.contains(phase == .serving ? "shutting down" : "stopped before start-up finished"), "\(text)")
     }
 }
 

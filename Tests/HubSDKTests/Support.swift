@@ -253,15 +253,6 @@ final class TestHub: @unchecked Sendable {
 // MARK: - Processes
 
 /// The executables built beside this test bundle (`swift build --build-tests` builds them all).
-enum BuiltProducts {
-    static func path(_ name: String) throws -> String {
-        let url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw TestFailure("\(url.path) is not built: run `swift build --build-tests` (make test does) first")
-        }
-        return url.path
-    }
-}
 
 /// A real mosquitto and the real bridge process (`accessory-bridge`) on it.
 final class BridgeFixture: Sendable {

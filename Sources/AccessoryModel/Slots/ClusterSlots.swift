@@ -1,5 +1,10 @@
-/// The slots of a cluster of bridges (docs/scale-out.md): the work is split into `count` slots, and every hub, with
-/// all of its accessories, belongs to one: `FNV-1a-64(hub id) mod count`. Each slot is owned by one bridge at a time.
+/// The slots of a cluster of bridges (docs/scale-out.md): the work is split into `count` slots, and every routing
+/// domain belongs to one: `FNV-1a-64(domain) mod count`. Each slot is owned by one bridge at a time.
+///
+/// A hub's routing domain is its household: the part of its id before `--` (`home-17--kitchen` and
+/// `home-17--bedroom` are both in `home-17`), or the whole id when it has no `--`. A domain's hubs, their
+/// accessories and the playing devices they share live in one slot, so that one state machine routes them (rule 3
+/// and rule 6 hold across the household's hubs as in one bridge).
 public struct ClusterSlots: Hashable, Sendable, CustomStringConvertible {
     /// How many slots: 1 to 4,096.
     public let count: Int
@@ -11,9 +16,21 @@ public struct ClusterSlots: Hashable, Sendable, CustomStringConvertible {
         self.count = count
     }
 
-    /// The slot of a hub.
+    /// The routing domain of a hub: its id up to the first `--`, or the whole id.
+    public static func domain(of hub: HubID) -> Substring {
+        let id = hub.rawValue
+        var index = id.startIndex
+        while index < id.endIndex {
+            let next = id.index(after: index)
+            if id[index] == "-", next < id.endIndex, id[next] == "-" { return id[..<index] }
+            index = next
+        }
+        return id[...]
+    }
+
+    /// The slot of a hub: its routing domain's.
     public func slot(of hub: HubID) -> Int {
-        Int(FNV1a.hash(hub.rawValue) % UInt64(count))
+        Int(FNV1a.hash(Self.domain(of: hub).utf8) % UInt64(count))
     }
 
     public var description: String { "\(count) slots" }
@@ -36,7 +53,8 @@ public struct ClusterSlot: Hashable, Sendable, CustomStringConvertible {
         guard slot != number else { return nil }
         return .invalidRequest(
             reason: "hub \(hub) belongs to slot \(slot) of \(slots.count), not to slot \(number): a hub's slot is "
-                + "FNV-1a-64 of its id mod the number of slots (docs/scale-out.md)")
+                + "FNV-1a-64 of its routing domain (its id up to '--', or all of it) mod the number of slots "
+                + "(docs/scale-out.md)")
     }
 
     /// `slot 3 of 12`.

@@ -247,8 +247,9 @@ enum audiohub_option {
  * Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option option, long value);
 
-/* The slot of hub `hub_id` in a cluster of `slots` slots (1-4096): FNV-1a-64 of the id's bytes, mod `slots`; -1 for
- * a NULL id or a count out of range. The bridge computes the same (docs/scale-out.md). */
+/* The slot of hub `hub_id` in a cluster of `slots` slots (1-4096): FNV-1a-64 of its routing domain's bytes (the id up
+ * to its first "--", or all of it: "home-17--kitchen" is in "home-17"), mod `slots`; -1 for a NULL id or a count out
+ * of range. The hubs of a domain share a slot. The bridge computes the same (docs/scale-out.md). */
 AUDIOHUB_EXPORT long audiohub_slot(const char *hub_id, long slots);
 
 /* The first topic levels (default "audio"): 1-200 bytes, no '+', '#' or NUL, not starting or ending with '/'.

@@ -1026,8 +1026,13 @@ long audiohub_slot(const char *hub_id, long slots)
     if (hub_id == NULL || slots < 1 || slots > 4096) {
         return -1;
     }
+    /* The routing domain: the id up to its first "--", or all of it. */
+    const char *end = strstr(hub_id, "--");
+    if (end == NULL) {
+        end = hub_id + strlen(hub_id);
+    }
     uint64_t hash = 0xcbf29ce484222325ULL; /* FNV-1a, 64 bits */
-    for (const unsigned char *byte = (const unsigned char *)hub_id; *byte != '\0'; byte++) {
+    for (const unsigned char *byte = (const unsigned char *)hub_id; byte < (const unsigned char *)end; byte++) {
         hash ^= *byte;
         hash *= 0x100000001b3ULL;
     }

@@ -27,6 +27,8 @@ final class ClientCore: Sendable {
     /// A publishing session's: how many messages `state.pending` holds, read by its receiving session before each
     /// packet without taking the lock.
     let waiting = Atomic(0)
+    /// While set, the session reads nothing past its CONNACK (``MQTTClient/holdReading()``).
+    let readingHeld = Atomic(false)
 
     init(configuration: MQTTConfiguration, publishing: MQTTConfiguration? = nil, logger: Logger) throws(MQTTError) {
         self.configuration = configuration

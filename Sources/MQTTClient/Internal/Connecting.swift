@@ -8,6 +8,11 @@ extension ClientCore {
         for action in actions {
             switch action {
             case .connect(let first):
+                if let gate = configuration.connectionGate, let reason = gate() {
+                    let error = MQTTError(kind: .notPermitted, code: MosquittoLibrary.noConnection, message: reason)
+                    perform(loop.machine.attemptFailed(error, at: .now))
+                    continue
+                }
                 let rc = first ? connectFirst() : mosquitto_reconnect(handle.pointer)
                 if rc != MosquittoLibrary.success {
                     perform(loop.machine.attemptFailed(MQTTError.library(rc), at: .now))

@@ -58,6 +58,8 @@ extension ClientCore {
     /// every half keep-alive, so that the broker and libmosquitto keep the connection (both close it after a
     /// keep-alive and a half without a packet).
     func mayRead() -> Bool {
+        // Held (MQTTClient.holdReading): the CONNACK is read, nothing after it.
+        if readingHeld.load(ordering: .acquiring), loop.machine.phase != .connecting { return false }
         guard let publishing else { return true }
         let limit = publishing.configuration.maximumPendingMessages
         let waiting = publishing.waiting.load(ordering: .relaxed)

@@ -1,0 +1,36 @@
+import AccessoryModel
+import Cluster
+import Etcd
+import Foundation
+
+/// How a bridge takes part in a cluster (docs/scale-out.md): where etcd is, the cluster's name and number of slots,
+/// this member's name, and the state machine's timings.
+public struct ClusterConfiguration: Sendable {
+    /// etcd's client URL: `etcd://host:port` (or `http://`, `https://`).
+    public var endpoint: String
+    /// Names the cluster's keys in etcd (`/aab/{name}/`) and its slots' MQTT client ids (`{name}-slot-{s}`).
+    public var name: String = "audio"
+    /// How many slots the work is split into; every hub and tool of the cluster must use the same number.
+    public var slots = ClusterSlots(64)!
+    /// This member's name: unique in the cluster (by default the host's name and the process id).
+    public var member: String = ClusterConfiguration.defaultMember
+    /// TLS towards etcd (production: a client certificate).
+    public var tls: EtcdClient.TLS?
+    /// Lease, keep-alive and fencing timings.
+    public var policy = ClusterStateMachine.Policy()
+
+    public init(endpoint: String) {
+        self.endpoint = endpoint
+    }
+
+    /// `{host name}-{process id}`.
+    public static var defaultMember: String {
+        "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// The MQTT client id of a slot's session: stable, so that a new owner resumes the session (and the broker's
+    /// session takeover cuts the old owner off).
+    public func clientID(of slot: Int) -> String {
+        "\(name)-slot-\(slot)"
+    }
+}

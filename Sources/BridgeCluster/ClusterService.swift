@@ -1,0 +1,423 @@
+import AccessoryBridge
+import AccessoryModel
+import Cluster
+import CoreMetrics
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A bridge as a member of a cluster (docs/scale-out.md): runs its ``ClusterStateMachine`` against etcd (a
+/// ``CoordinationStore``) and serves the slots it owns, each an ``AccessoryBridgeService`` with a session of its own.
+///
+/// One task owns the state machine and handles one event at a time: etcd's answers, the watch's changes, the slots'
+/// starts, and a tick every ``tickInterval``. What it asks of etcd runs beside it (a keep-alive never waits behind a
+/// claim); what concerns one slot (claim, start, stop, release) runs in that slot's order. A slot's session may
+/// connect only while the lease is fresh (``MQTTConfiguration/connectionGate``).
+public final class ClusterService: Service {
+    static let tickInterval = Duration.milliseconds(100)
+
+    private let configuration: ClusterConfiguration
+    private let bridge: BridgeConfiguration
+    private let store: any CoordinationStore
+    private let keys: ClusterKeys
+    private let logger: Logger
+    private let metricsFactory: any MetricsFactory
+    private let metrics: ClusterMetrics
+    /// Until when the slots' connections may be made (the state machine's fence).
+    private let fence = Mutex<ContinuousClock.Instant?>(nil)
+    /// What the member serves, and why not more: for `/health/ready`.
+    private let health = Mutex(Health())
+    private let running = Mutex<[Int: RunningSlot]>([:])
+
+    private struct Health {
+        var reasons = ["not started"]
+    }
+
+    private struct RunningSlot: Sendable {
+        var epoch: UInt64
+        var service: AccessoryBridgeService
+        var task: Task<Void, Never>
+    }
+
+    /// What the state machine hears of, from etcd, the slots and the time.
+    enum Event: Sendable {
+        case tick
+        case leaseGranted(Int64, sentAt: ContinuousClock.Instant)
+        case keepAliveAnswered(alive: Bool, sentAt: ContinuousClock.Instant)
+        case registered
+        case loaded(members: Set<String>, claims: [Int: ClusterStateMachine.Claim])
+        case changes([CoordinationChange])
+        case claimed(Int, epoch: UInt64)
+        case claimRefused(Int, holder: String, epoch: UInt64)
+        case claimFailed(Int)
+        case slotStarted(Int, epoch: UInt64)
+        case slotEnded(Int, epoch: UInt64, error: String)
+        case released(Int)
+        case etcdFailed
+        case shutdown
+    }
+
+    public init(
+        configuration: ClusterConfiguration, bridge: BridgeConfiguration, store: any CoordinationStore, logger: Logger,
+        metrics: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.configuration = configuration
+        self.bridge = bridge
+        self.store = store
+        keys = ClusterKeys(cluster: configuration.name)
+        var logger = logger
+        logger[metadataKey: "cluster.member"] = "\(configuration.member)"
+        self.logger = logger
+        metricsFactory = metrics
+        self.metrics = ClusterMetrics(factory: metrics)
+    }
+
+    /// The buckets of the cluster's histograms (etcd's round trips), by metric label.
+    public static var histogramBuckets: [String: [Duration]] { ClusterMetrics.histogramBuckets }
+
+    /// Why this member is not ready (empty when it serves its share): for `/health/ready`; callable from any thread.
+    public var notReadyBecause: [String] {
+        let reasons = health.withLock { $0.reasons }
+        let slots = running.withLock { Array($0.values) }
+        return reasons + slots.flatMap(\.service.notReadyBecause)
+    }
+
+    public func run() async throws {
+        let (events, post) = AsyncStream<Event>.makeStream()
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.tickInterval)
+                post.yield(.tick)
+            }
+        }
+        defer { ticker.cancel() }
+        var loop = Loop(service: self, post: post)
+        await withGracefulShutdownHandler {
+            await loop.run(events)
+        } onGracefulShutdown: {
+            post.yield(.shutdown)
+        }
+    }
+
+    /// The state machine and what runs it: owned by ``run()``'s task.
+    private struct Loop {
+        let service: ClusterService
+        let post: AsyncStream<Event>.Continuation
+        var machine: ClusterStateMachine
+        /// What concerns one slot runs in order: each step waits for the one before.
+        var slotChains: [Int: Task<Void, Never>] = [:]
+        var watcher: Task<Void, Never>?
+        var shuttingDown = false
+        var finished = false
+
+        init(service: ClusterService, post: AsyncStream<Event>.Continuation) {
+            self.service = service
+            self.post = post
+            machine = ClusterStateMachine(
+                member: service.configuration.member, slotCount: service.configuration.slots.count,
+                policy: service.configuration.policy)
+        }
+
+        mutating func run(_ events: AsyncStream<Event>) async {
+            service.logger.info(
+                "joining the cluster",
+                metadata: [
+                    "cluster.name": "\(service.configuration.name)", "cluster.slots": "\(service.configuration.slots.count)",
+                    "etcd": "\(service.configuration.endpoint)",
+                ])
+            await perform(machine.start(at: .now))
+            for await event in events {
+                await perform(handle(event))
+                service.health.withLock { $0.reasons = machine.notReadyBecause }
+                service.metrics.slotsOwned.record(machine.serving.count)
+                service.metrics.members.record(machine.members.count)
+                if finished { break }
+            }
+            watcher?.cancel()
+        }
+
+        private mutating func handle(_ event: Event) -> [ClusterStateMachine.Action] {
+            let now = ContinuousClock.now
+            switch event {
+            case .tick:
+                return machine.tick(at: now)
+            case .leaseGranted(let lease, let sentAt):
+                service.logger.info("etcd granted a lease", metadata: ["lease": "\(lease)"])
+                return machine.leaseGranted(lease, sentAt: sentAt, at: now)
+            case .keepAliveAnswered(let alive, let sentAt):
+                if !alive { service.logger.warning("the lease expired: every slot stops, and the member joins again") }
+                return machine.keepAliveAnswered(alive: alive, sentAt: sentAt, at: now)
+            case .registered:
+                return machine.registered(at: now)
+            case .loaded(let members, let claims):
+                service.logger.info(
+                    "read the cluster", metadata: ["members": "\(members.sorted())", "claimed_slots": "\(claims.count)"])
+                return machine.loaded(members: members, claims: claims, at: now)
+            case .changes(let changes):
+                return changes.flatMap { apply($0, at: now) }
+            case .claimed(let slot, let epoch):
+                return machine.claimed(slot, epoch: epoch, at: now)
+            case .claimRefused(let slot, let holder, let epoch):
+                service.metrics.fenceRejections["claim"]?.increment()
+                return machine.claimRefused(slot, holder: holder, epoch: epoch, at: now)
+            case .claimFailed(let slot):
+                return machine.claimFailed(slot, at: now)
+            case .slotStarted(let slot, let epoch):
+                guard machine.holdings[slot] == .starting(epoch: epoch) else { return [] }
+                return machine.slotStarted(slot, at: now)
+            case .slotEnded(let slot, let epoch, let error):
+                // A slot's bridge ended by itself (it could not connect for good, say): it starts again a second
+                // later, with the same claim, unless this member let go of the slot meanwhile (a stop comes after).
+                service.logger.error("a slot's bridge ended; starting it again", metadata: ["slot": "\(slot)", "error": "\(error)"])
+                let holding = machine.holdings[slot]
+                guard holding == .starting(epoch: epoch) || holding == .serving(epoch: epoch) else { return [] }
+                let (service, post) = (service, post)
+                chain(slot) {
+                    await service.stopSlot(slot, reason: nil)
+                    try? await Task.sleep(for: .seconds(1))
+                    service.startSlot(slot, epoch: epoch, post: post)
+                }
+                return []
+            case .released(let slot):
+                return machine.released(slot, at: now)
+            case .etcdFailed:
+                return machine.etcdFailed(at: now)
+            case .shutdown:
+                shuttingDown = true
+                service.logger.info("leaving the cluster: every slot stops, then the lease is revoked")
+                return machine.shutdown(at: now)
+            }
+        }
+
+        /// A change the watch saw: a member or a claim that came or went.
+        private mutating func apply(_ change: CoordinationChange, at now: ContinuousClock.Instant) -> [ClusterStateMachine.Action] {
+            switch change {
+            case .put(let entry):
+                switch service.keys.subject(of: entry.key) {
+                case .member(let name)?:
+                    if !machine.members.contains(name) { service.logger.info("a member joined", metadata: ["member": "\(name)"]) }
+                    return machine.memberJoined(name, at: now)
+                case .slot(let slot)?:
+                    return machine.slotClaimed(slot, by: entry.value, epoch: entry.createRevision, at: now)
+                case nil:
+                    return []
+                }
+            case .delete(let key):
+                switch service.keys.subject(of: key) {
+                case .member(let name)?:
+                    service.logger.info("a member left", metadata: ["member": "\(name)"])
+                    return machine.memberLeft(name, at: now)
+                case .slot(let slot)?:
+                    return machine.slotReleased(slot, at: now)
+                case nil:
+                    return []
+                }
+            }
+        }
+
+        private mutating func perform(_ actions: [ClusterStateMachine.Action]) async {
+            for action in actions {
+                await perform(action)
+            }
+        }
+
+        private mutating func perform(_ action: ClusterStateMachine.Action) async {
+            let (service, post, store, keys) = (service, post, service.store, service.keys)
+            let member = service.configuration.member
+            switch action {
+            case .grantLease(let ttl):
+                Task {
+                    let sentAt = ContinuousClock.now
+                    if let lease = await service.timed("grant", { try await store.grantLease(ttl: ttl) }) {
+                        post.yield(.leaseGranted(lease, sentAt: sentAt))
+                    } else {
+                        post.yield(.etcdFailed)
+                    }
+                }
+            case .keepAlive(let lease):
+                Task {
+                    let sentAt = ContinuousClock.now
+                    if let alive = await service.timed("keepalive", { try await store.keepAlive(lease: lease) }) {
+                        post.yield(.keepAliveAnswered(alive: alive, sentAt: sentAt))
+                    } else {
+                        post.yield(.etcdFailed)
+                    }
+                }
+            case .register(let lease, let replacing):
+                Task {
+                    let done: Void? = await service.timed("register") {
+                        if let replacing { try await store.revoke(lease: replacing) }
+                        try await store.put(keys.member(member), value: member, lease: lease)
+                    }
+                    post.yield(done == nil ? .etcdFailed : .registered)
+                }
+            case .load:
+                watcher?.cancel()
+                watcher = Task { await service.watch(post: post) }
+            case .claim(let slot, let lease):
+                chain(slot) {
+                    switch await service.timed("claim", { try await store.create(keys.slot(slot), value: member, lease: lease) }) {
+                    case .created(let revision)?:
+                        service.logger.info("claimed a slot", metadata: ["slot": "\(slot)", "epoch": "\(revision)"])
+                        post.yield(.claimed(slot, epoch: revision))
+                    case .exists(let entry)?:
+                        post.yield(.claimRefused(slot, holder: entry.value, epoch: entry.createRevision))
+                    case nil:
+                        post.yield(.claimFailed(slot))
+                    }
+                }
+            case .release(let slot, let epoch):
+                chain(slot) {
+                    // Tried until etcd answers: a claim left behind would keep the slot from its new owner until the
+                    // lease ends (which a failing etcd brings soon enough).
+                    for attempt in 0..<8 {
+                        if await service.timed("release", { try await store.delete(keys.slot(slot), createdAt: epoch) }) != nil {
+                            break
+                        }
+                        try? await Task.sleep(for: .milliseconds(100 << min(attempt, 4)))
+                    }
+                    service.logger.info("released a slot", metadata: ["slot": "\(slot)", "epoch": "\(epoch)"])
+                    post.yield(.released(slot))
+                }
+            case .startSlot(let slot, let epoch):
+                service.metrics.takeovers.increment()
+                chain(slot) { service.startSlot(slot, epoch: epoch, post: post) }
+            case .stopSlot(let slot, let reason):
+                service.metrics.stops[reason]?.increment()
+                chain(slot) { await service.stopSlot(slot, reason: reason) }
+            case .fence(let until):
+                service.fence.withLock { $0 = until }
+                service.metrics.leaseFresh.record(until == nil ? 0 : 1)
+            case .revokeLease(let lease):
+                if shuttingDown {
+                    // The slots stop first: nobody takes them over while this member still publishes for them.
+                    for chain in slotChains.values { await chain.value }
+                    _ = await service.timed("revoke") { try await store.revoke(lease: lease) }
+                    service.logger.info("left the cluster", metadata: ["lease": "\(lease)"])
+                } else {
+                    Task { _ = await service.timed("revoke") { try await store.revoke(lease: lease) } }
+                }
+            case .finish:
+                for chain in slotChains.values { await chain.value }
+                finished = true
+            }
+        }
+
+        /// Runs `step` after what came before for `slot`.
+        private mutating func chain(_ slot: Int, _ step: @escaping @Sendable () async -> Void) {
+            let previous = slotChains[slot]
+            slotChains[slot] = Task {
+                await previous?.value
+                await step()
+            }
+        }
+    }
+
+    // MARK: - Slots
+
+    /// Why a slot's session may not connect now, or `nil`.
+    private func connectionRefusal() -> String? {
+        let until = fence.withLock { $0 }
+        guard let until, ContinuousClock.now < until else {
+            metrics.fenceRejections["connection"]?.increment()
+            return "this member's etcd lease may have expired: it does not act for the slot"
+        }
+        return nil
+    }
+
+    private func startSlot(_ slot: Int, epoch: UInt64, post: AsyncStream<Event>.Continuation) {
+        var configuration = bridge
+        configuration.mqtt.clientID = self.configuration.clientID(of: slot)
+        configuration.mqtt.connectionGate = { [weak self] in
+            guard let self else { return "the member stopped" }
+            return self.connectionRefusal()
+        }
+        let served = ServedSlot(ClusterSlot(slot, of: self.configuration.slots)!, epoch: epoch)
+        let started = ContinuousClock.now
+        let logger = logger
+        let service: AccessoryBridgeService
+        do {
+            service = try AccessoryBridgeService(
+                configuration: configuration, logger: logger, metrics: metricsFactory, slot: served,
+                onServing: {
+                    logger.info(
+                        "serving a slot",
+                        metadata: [
+                            "slot": "\(slot)", "epoch": "\(epoch)",
+                            "start_ms": "\((ContinuousClock.now - started).nanoseconds / 1_000_000)",
+                        ])
+                    post.yield(.slotStarted(slot, epoch: epoch))
+                })
+        } catch {
+            post.yield(.slotEnded(slot, epoch: epoch, error: "\(error)"))
+            return
+        }
+        let task = Task {
+            do {
+                try await service.run()
+            } catch {
+                post.yield(.slotEnded(slot, epoch: epoch, error: "\(error)"))
+            }
+        }
+        running.withLock { $0[slot] = RunningSlot(epoch: epoch, service: service, task: task) }
+    }
+
+    /// Stops the slot's bridge and waits until it ended (`reason` `nil`: it ended by itself, and restarts).
+    private func stopSlot(_ slot: Int, reason: ClusterStateMachine.StopReason?) async {
+        guard let running = running.withLock({ $0.removeValue(forKey: slot) }) else { return }
+        running.service.stop()
+        await running.task.value
+        guard let reason else { return }
+        logger.info("stopped a slot", metadata: ["slot": "\(slot)", "epoch": "\(running.epoch)", "reason": "\(reason)"])
+    }
+
+    // MARK: - etcd
+
+    /// Reads the cluster and watches it from there, reading again whenever the watch breaks, until cancelled.
+    private func watch(post: AsyncStream<Event>.Continuation) async {
+        while !Task.isCancelled {
+            guard let snapshot = await timed("read", { try await self.store.read(prefix: self.keys.prefix) }) else {
+                try? await Task.sleep(for: configuration.policy.retryDelay)
+                continue
+            }
+            var members = Set<String>()
+            var claims: [Int: ClusterStateMachine.Claim] = [:]
+            for entry in snapshot.entries {
+                switch keys.subject(of: entry.key) {
+                case .member(let name)?: members.insert(name)
+                case .slot(let slot)?: claims[slot] = .init(holder: entry.value, epoch: entry.createRevision)
+                case nil: break
+                }
+            }
+            post.yield(.loaded(members: members, claims: claims))
+            do {
+                for try await changes in store.watch(prefix: keys.prefix, after: snapshot.revision) {
+                    post.yield(.changes(changes))
+                }
+            } catch {
+                if !Task.isCancelled { logger.warning("the etcd watch broke; reading again", metadata: ["error": "\(error)"]) }
+            }
+            try? await Task.sleep(for: configuration.policy.retryDelay)
+        }
+    }
+
+    /// Runs one etcd call, timing it; `nil` when it failed (logged and counted).
+    private func timed<T: Sendable>(_ call: String, _ body: @Sendable () async throws -> T) async -> T? {
+        let started = ContinuousClock.now
+        do {
+            let result = try await body()
+            metrics.etcdRoundTrip[call]?.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+            return result
+        } catch {
+            metrics.etcdFailures[call]?.increment()
+            logger.warning("an etcd call failed", metadata: ["call": "\(call)", "error": "\(error)"])
+            return nil
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}

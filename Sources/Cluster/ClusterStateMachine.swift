@@ -1,0 +1,370 @@
+/// One bridge's part in a cluster (docs/scale-out.md), as a pure state machine: what etcd and the slots report, and
+/// the time, go in; what to ask etcd and which slots to start or stop come out, in order. The shell
+/// (`BridgeCluster`'s ClusterService) runs the actions and reports their outcomes as events; nothing here touches the
+/// network or reads a clock.
+///
+/// - Membership: a lease (``Policy/leaseTTL``) kept alive every ``Policy/keepAliveInterval``, and a member key bound
+///   to it (``ClusterKeys``).
+/// - Assignment: ``Rendezvous`` over the live members. A slot is claimed (create-if-absent, on the lease) when it is
+///   this member's and nobody holds it; the claim's revision is its epoch. A slot that rendezvous gives to another
+///   live member is stopped, then released at once (handover).
+/// - Self-fencing: the slots' connections may be made only until ``fenceUntil``: the send time of the last keep-alive
+///   etcd acknowledged, plus the TTL, less ``Policy/fenceMargin``. Past it, every slot stops before the lease can
+///   have expired, and the member starts over with a new lease (revoking the old one once etcd answers again).
+public struct ClusterStateMachine: Sendable {
+    public struct Policy: Hashable, Sendable {
+        /// The lease's time to live (etcd's minimum is 2 s).
+        public var leaseTTL: Duration = .seconds(2)
+        /// How often the lease is kept alive: well inside the TTL.
+        public var keepAliveInterval: Duration = .milliseconds(500)
+        /// How long before the lease could have expired the member stops acting.
+        public var fenceMargin: Duration = .milliseconds(500)
+        /// How long after a failed etcd call (grant, register, read) it is tried again.
+        public var retryDelay: Duration = .milliseconds(250)
+
+        public init() {}
+    }
+
+    public typealias Instant = ContinuousClock.Instant
+
+    public enum Action: Hashable, Sendable {
+        /// Grant a lease of this TTL; report ``leaseGranted(_:sentAt:at:)`` or ``etcdFailed(at:)``.
+        case grantLease(ttl: Duration)
+        /// Keep the lease alive; report ``keepAliveAnswered(alive:sentAt:at:)`` or ``etcdFailed(at:)``.
+        case keepAlive(lease: Int64)
+        /// Put this member's key, bound to the lease, after revoking the lease it `replaces` (one given up while etcd
+        /// did not answer: its claims go at once, and its deletion of the member key cannot come after the new put);
+        /// report ``registered(at:)`` or ``etcdFailed(at:)``.
+        case register(lease: Int64, replacing: Int64?)
+        /// Read the members and the slots' claims and watch them from there; report ``loaded(members:claims:at:)``
+        /// (again whenever the watch had to start over), then each change.
+        case load
+        /// Claim the slot on the lease (create-if-absent); report ``claimed(_:epoch:at:)`` or
+        /// ``claimRefused(_:holder:epoch:at:)`` (``claimFailed(_:at:)`` when etcd did not answer).
+        case claim(slot: Int, lease: Int64)
+        /// Delete this member's claim of the slot (if it is still the one of `epoch`); report ``released(_:at:)``.
+        /// Comes after the slot's ``stopSlot(slot:reason:)``, which the shell finishes first.
+        case release(slot: Int, epoch: UInt64)
+        /// Serve the slot with this epoch: connect its session, rebuild it, serve; report ``slotStarted(_:at:)``.
+        case startSlot(slot: Int, epoch: UInt64)
+        /// Stop serving the slot: close its session, publish nothing more for it.
+        case stopSlot(slot: Int, reason: StopReason)
+        /// The slots' connections may be made until this time (`nil`: not at all).
+        case fence(until: Instant?)
+        /// End a lease: etcd deletes the keys bound to it at once.
+        case revokeLease(lease: Int64)
+        /// Nothing more to do: the member left.
+        case finish
+    }
+
+    public enum StopReason: String, Hashable, Sendable, CustomStringConvertible {
+        /// Another live member owns it now.
+        case handover
+        /// The lease may expire: the member stops acting before it can.
+        case fenced
+        /// The member shuts down.
+        case shutdown
+
+        public var description: String { rawValue }
+    }
+
+    /// How this member holds a slot.
+    public enum Holding: Hashable, Sendable {
+        case claiming
+        case starting(epoch: UInt64)
+        case serving(epoch: UInt64)
+        case releasing(epoch: UInt64)
+    }
+
+    /// Who holds a claimed slot, as etcd says, and the claim's epoch.
+    public struct Claim: Hashable, Sendable {
+        public var holder: String
+        public var epoch: UInt64
+
+        public init(holder: String, epoch: UInt64) {
+            self.holder = holder
+            self.epoch = epoch
+        }
+    }
+
+    enum Phase: Hashable, Sendable {
+        case idle
+        case granting
+        case registering(lease: Int64)
+        case loading(lease: Int64)
+        case running(lease: Int64)
+        case stopped
+    }
+
+    public let policy: Policy
+    public let member: String
+    public let slotCount: Int
+    private(set) var phase = Phase.idle
+    /// The send time of the last keep-alive (or grant) etcd acknowledged.
+    private var acknowledgedSentAt: Instant?
+    private var nextKeepAlive: Instant?
+    private var keepAliveInFlight = false
+    /// When a failed etcd call (grant, register, read) is tried again.
+    private var retryAt: Instant?
+    /// A lease given up while etcd did not answer: revoked once it does, which frees the claims bound to it.
+    private var abandonedLease: Int64?
+    /// The live members, as etcd says.
+    public private(set) var members: Set<String> = []
+    /// Who holds each claimed slot, as etcd says.
+    public private(set) var claims: [Int: Claim] = [:]
+    /// The slots this member claims, starts, serves or releases.
+    public private(set) var holdings: [Int: Holding] = [:]
+
+    public init(member: String, slotCount: Int, policy: Policy = Policy()) {
+        precondition(slotCount > 0, "a cluster has at least one slot")
+        self.member = member
+        self.slotCount = slotCount
+        self.policy = policy
+    }
+
+    /// The lease this member acts under, once granted.
+    public var lease: Int64? {
+        switch phase {
+        case .registering(let lease), .loading(let lease), .running(let lease): lease
+        case .idle, .granting, .stopped: nil
+        }
+    }
+
+    /// Until when the slots' connections may be made: the lease cannot have expired before (`nil`: no lease).
+    public var fenceUntil: Instant? {
+        guard lease != nil, let sent = acknowledgedSentAt else { return nil }
+        return sent + policy.leaseTTL - policy.fenceMargin
+    }
+
+    /// Why this member serves less than its share (empty when all is well), for `/health/ready`.
+    public var notReadyBecause: [String] {
+        switch phase {
+        case .idle, .granting: return ["no etcd lease: is etcd reachable?"]
+        case .registering, .loading: return ["joining the cluster"]
+        case .stopped: return ["left the cluster"]
+        case .running:
+            let waiting = holdings.filter { if case .serving = $0.value { false } else { true } }.keys.sorted()
+            return waiting.isEmpty ? [] : ["taking over or handing over slots \(waiting)"]
+        }
+    }
+
+    /// The slots served, with their epochs.
+    public var serving: [Int: UInt64] {
+        holdings.compactMapValues { if case .serving(let epoch) = $0 { epoch } else { nil } }
+    }
+
+    /// When ``tick(at:)`` next has something to do.
+    public var nextDeadline: Instant? {
+        [nextKeepAlive, retryAt, holdings.isEmpty ? nil : fenceUntil].compactMap { $0 }.min()
+    }
+
+    // MARK: - Events
+
+    public mutating func start(at now: Instant) -> [Action] {
+        guard phase == .idle else { return [] }
+        phase = .granting
+        return [.grantLease(ttl: policy.leaseTTL)]
+    }
+
+    /// etcd granted a lease, asked at `sentAt`.
+    public mutating func leaseGranted(_ lease: Int64, sentAt: Instant, at now: Instant) -> [Action] {
+        guard phase == .granting else { return [.revokeLease(lease: lease)] }
+        phase = .registering(lease: lease)
+        acknowledgedSentAt = sentAt
+        nextKeepAlive = sentAt + policy.keepAliveInterval
+        retryAt = nil
+        return [.fence(until: fenceUntil), .register(lease: lease, replacing: abandonedLease)]
+    }
+
+    public mutating func registered(at now: Instant) -> [Action] {
+        guard case .registering(let lease) = phase else { return [] }
+        abandonedLease = nil
+        phase = .loading(lease: lease)
+        return [.load]
+    }
+
+    /// The members and claims as etcd has them, watched from here on: after ``Action/load``, and again whenever the
+    /// watch started over.
+    public mutating func loaded(members: Set<String>, claims: [Int: Claim], at now: Instant) -> [Action] {
+        switch phase {
+        case .loading(let lease): phase = .running(lease: lease)
+        case .running: break
+        case .idle, .granting, .registering, .stopped: return []
+        }
+        self.members = members
+        self.claims = claims.filter { (0..<slotCount).contains($0.key) }
+        return reconcile()
+    }
+
+    public mutating func memberJoined(_ member: String, at now: Instant) -> [Action] {
+        members.insert(member)
+        return reconcile()
+    }
+
+    public mutating func memberLeft(_ member: String, at now: Instant) -> [Action] {
+        members.remove(member)
+        return reconcile()
+    }
+
+    public mutating func slotClaimed(_ slot: Int, by holder: String, epoch: UInt64, at now: Instant) -> [Action] {
+        guard (0..<slotCount).contains(slot) else { return [] }
+        claims[slot] = Claim(holder: holder, epoch: epoch)
+        return reconcile()
+    }
+
+    public mutating func slotReleased(_ slot: Int, at now: Instant) -> [Action] {
+        claims[slot] = nil
+        return reconcile()
+    }
+
+    /// This member's claim of `slot` succeeded, with its epoch.
+    public mutating func claimed(_ slot: Int, epoch: UInt64, at now: Instant) -> [Action] {
+        guard holdings[slot] == .claiming, case .running = phase else {
+            // Fenced or stopping meanwhile: let go of it again.
+            return [.release(slot: slot, epoch: epoch)]
+        }
+        holdings[slot] = .starting(epoch: epoch)
+        claims[slot] = Claim(holder: member, epoch: epoch)
+        return [.startSlot(slot: slot, epoch: epoch)]
+    }
+
+    /// Another claim holds `slot`.
+    public mutating func claimRefused(_ slot: Int, holder: String, epoch: UInt64, at now: Instant) -> [Action] {
+        if holdings[slot] == .claiming { holdings[slot] = nil }
+        claims[slot] = Claim(holder: holder, epoch: epoch)
+        return []
+    }
+
+    /// etcd did not answer a claim: tried again at the next change, or the next tick.
+    public mutating func claimFailed(_ slot: Int, at now: Instant) -> [Action] {
+        if holdings[slot] == .claiming { holdings[slot] = nil }
+        retryAt = retryAt ?? now + policy.retryDelay
+        return []
+    }
+
+    /// The slot serves: rebuilt and reading.
+    public mutating func slotStarted(_ slot: Int, at now: Instant) -> [Action] {
+        guard case .starting(let epoch) = holdings[slot] else { return [] }
+        holdings[slot] = .serving(epoch: epoch)
+        return []
+    }
+
+    /// This member's claim of `slot` is deleted (or was not its own any more).
+    public mutating func released(_ slot: Int, at now: Instant) -> [Action] {
+        if case .releasing = holdings[slot] { holdings[slot] = nil }
+        if claims[slot]?.holder == member { claims[slot] = nil }
+        return reconcile()
+    }
+
+    /// etcd answered a keep-alive sent at `sentAt`: the lease lives on (`alive`), or it expired.
+    public mutating func keepAliveAnswered(alive: Bool, sentAt: Instant, at now: Instant) -> [Action] {
+        keepAliveInFlight = false
+        guard lease != nil else { return [] }
+        guard alive else { return loseLease(reachable: true) }
+        if acknowledgedSentAt.map({ sentAt > $0 }) ?? true { acknowledgedSentAt = sentAt }
+        return [.fence(until: fenceUntil)]
+    }
+
+    /// An etcd call (grant, keep-alive, register, read) failed: unreachable, timed out. It is tried again later; the
+    /// slots go on only while the lease can still be alive.
+    public mutating func etcdFailed(at now: Instant) -> [Action] {
+        keepAliveInFlight = false
+        retryAt = retryAt ?? now + policy.retryDelay
+        return []
+    }
+
+    /// The time passed: a keep-alive may be due, a failed call to try again, or the fence's time up.
+    public mutating func tick(at now: Instant) -> [Action] {
+        var actions: [Action] = []
+        if let fence = fenceUntil, now >= fence {
+            // The lease may be gone any moment: stop acting now, and start over with a new one.
+            actions += loseLease(reachable: false)
+        }
+        if let due = nextKeepAlive, now >= due, let lease, !keepAliveInFlight {
+            keepAliveInFlight = true
+            nextKeepAlive = now + policy.keepAliveInterval
+            actions.append(.keepAlive(lease: lease))
+        }
+        if let due = retryAt, now >= due {
+            retryAt = nil
+            switch phase {
+            case .granting: actions.append(.grantLease(ttl: policy.leaseTTL))
+            case .registering(let lease): actions.append(.register(lease: lease, replacing: abandonedLease))
+            case .loading: actions.append(.load)
+            case .running: actions += reconcile()
+            case .idle, .stopped: break
+            }
+        }
+        return actions
+    }
+
+    /// Graceful shutdown: every slot stops, then the lease is revoked, which deletes this member's key and claims at
+    /// once: the other members take its slots over without waiting for the lease to expire.
+    public mutating func shutdown(at now: Instant) -> [Action] {
+        let lease = self.lease
+        var actions = running.map { Action.stopSlot(slot: $0, reason: .shutdown) }
+        holdings.removeAll()
+        phase = .stopped
+        nextKeepAlive = nil
+        retryAt = nil
+        actions.append(.fence(until: nil))
+        if let lease { actions.append(.revokeLease(lease: lease)) }
+        actions.append(.finish)
+        return actions
+    }
+
+    // MARK: - Helpers
+
+    /// The slots started or serving (a slot being claimed has not started; one being released has stopped).
+    private var running: [Int] {
+        holdings.filter {
+            switch $0.value {
+            case .starting, .serving: true
+            case .claiming, .releasing: false
+            }
+        }.keys.sorted()
+    }
+
+    /// The lease is gone (etcd said so: `reachable`) or may be: every slot stops, and a new lease is asked for. One
+    /// that etcd may still keep is revoked once it answers again.
+    private mutating func loseLease(reachable: Bool) -> [Action] {
+        if !reachable { abandonedLease = lease }
+        var actions = running.map { Action.stopSlot(slot: $0, reason: .fenced) }
+        holdings.removeAll()
+        claims = claims.filter { $0.value.holder != member }
+        phase = .granting
+        acknowledgedSentAt = nil
+        nextKeepAlive = nil
+        keepAliveInFlight = false
+        retryAt = nil
+        actions.append(.fence(until: nil))
+        actions.append(.grantLease(ttl: policy.leaseTTL))
+        return actions
+    }
+
+    /// Claims what is this member's and free; hands over what another live member owns now.
+    private mutating func reconcile() -> [Action] {
+        guard case .running(let lease) = phase else { return [] }
+        let live = members.union([member])
+        var actions: [Action] = []
+        for slot in 0..<slotCount {
+            let owner = Rendezvous.owner(of: slot, among: live)
+            if owner == member {
+                if holdings[slot] == nil, claims[slot] == nil {
+                    holdings[slot] = .claiming
+                    actions.append(.claim(slot: slot, lease: lease))
+                }
+            } else if let owner, members.contains(owner) {
+                switch holdings[slot] {
+                case .starting(let epoch), .serving(let epoch):
+                    holdings[slot] = .releasing(epoch: epoch)
+                    actions.append(.stopSlot(slot: slot, reason: .handover))
+                    actions.append(.release(slot: slot, epoch: epoch))
+                case .claiming, .releasing, nil:
+                    break
+                }
+            }
+        }
+        return actions
+    }
+}

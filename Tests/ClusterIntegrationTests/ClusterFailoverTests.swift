@@ -1,0 +1,269 @@
+import Cluster
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The cluster end to end (docs/scale-out.md): a real etcd, a real mosquitto, bridges as processes, and hub-sim's hubs
+/// and playing devices on them, while members are killed, one is paused past its lease (the zombie), etcd restarts,
+/// and a fourth member joins and leaves. Nothing may be lost, every retained state must be what its hub last sent, no
+/// device may be routed to two accessories, no change may bring more commands than it justifies, and every failover
+/// must serve the dead member's slots again within 5 s.
+///
+/// `make test` runs this suite on its own, after the others: it keeps both cores busy for about a minute.
+@Suite(.serialized) struct ClusterFailoverTests {
+    static let slots = 12
+
+    /// One line of a member's JSON log about a slot.
+    struct SlotEvent {
+        enum Kind { case serving, stopped(reason: String) }
+        var kind: Kind
+        var member: String
+        var slot: Int
+        var epoch: UInt64
+        var time: Date
+    }
+
+    /// hub-sim's JSON summary.
+    struct Summary: Decodable {
+        var sent: Int
+        var results: Int
+        var lost: Int
+        var errors: Int
+        var retried: Int
+        var p99_ms: Double
+        var max_ms: Double
+        var commands: Int
+        var excess_commands: Int
+        var older_epoch_commands: Int
+        var state_mismatches: Int?
+    }
+
+    /// Bridges as processes, each start with a log file of its own.
+    final class Members: Sendable {
+        let etcd: EtcdServer
+        let broker: MosquittoBroker
+        private let running = Mutex<[String: ChildProcess]>([:])
+        private let logs = Mutex<[URL]>([])
+
+        init(etcd: EtcdServer, broker: MosquittoBroker) {
+            self.etcd = etcd
+            self.broker = broker
+        }
+
+        deinit {
+            for process in running.withLock({ Array($0.values) }) { process.signal(SIGKILL) }
+        }
+
+        func start(_ name: String) throws {
+            let log = broker.directory.appendingPathComponent("\(name)-\(logs.withLock { $0.count }).log")
+            let process = try ChildProcess(
+                executable: try BuiltProducts.path("accessory-bridge"),
+                arguments: [
+                    "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "test",
+                    "--slots", "\(ClusterFailoverTests.slots)", "--member", name, "--http-port", "0",
+                    "--no-home-automation", "--log-format", "json",
+                ],
+                outputPath: log.path)
+            running.withLock { $0[name] = process }
+            logs.withLock { $0.append(log) }
+        }
+
+        func process(_ name: String) throws -> ChildProcess {
+            guard let process = running.withLock({ $0[name] }) else { throw MosquittoBrokerError("\(name) is not running") }
+            return process
+        }
+
+        /// SIGKILL, reaped; returns when.
+        func kill(_ name: String) throws -> Date {
+            let process = try process(name)
+            process.signal(SIGKILL)
+            let at = Date()
+            _ = process.waitForExit(timeout: .seconds(5))
+            running.withLock { $0[name] = nil }
+            return at
+        }
+
+        /// SIGTERM: a graceful leave; waits for the exit.
+        func stop(_ name: String) async throws -> Date {
+            let process = try process(name)
+            let at = Date()
+            process.signal(SIGTERM)
+            let code = try await process.exit(timeout: .seconds(20))
+            running.withLock { $0[name] = nil }
+            #expect(code == 0, "\(name) left with status \(code)")
+            return at
+        }
+
+        /// Every slot event of every member's log so far.
+        func events() -> [SlotEvent] {
+            let format = ISO8601DateFormatter()
+            format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return logs.withLock { $0 }.flatMap { file -> [SlotEvent] in
+                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+                return text.split(separator: "\n").compactMap { line in
+                    guard line.contains("a slot"),
+                        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                        let message = object["message"] as? String, let member = object["cluster.member"] as? String,
+                        let slot = (object["slot"] as? String).flatMap(Int.init),
+                        let epoch = (object["epoch"] as? String).flatMap(UInt64.init),
+                        let time = (object["time"] as? String).flatMap(format.date(from:))
+                    else { return nil }
+                    switch message {
+                    case "serving a slot": return SlotEvent(kind: .serving, member: member, slot: slot, epoch: epoch, time: time)
+                    case "stopped a slot":
+                        return SlotEvent(
+                            kind: .stopped(reason: object["reason"] as? String ?? ""), member: member, slot: slot,
+                            epoch: epoch, time: time)
+                    default: return nil
+                    }
+                }
+            }.sorted { $0.time < $1.time }
+        }
+
+        /// Who serves each slot now, as the logs say (a killed member's slots stay its own until another serves them).
+        func owners(at time: Date = .distantFuture) -> [Int: String] {
+            var owners: [Int: String] = [:]
+            for event in events() where event.time <= time {
+                switch event.kind {
+                case .serving: owners[event.slot] = event.member
+                case .stopped: if owners[event.slot] == event.member { owners[event.slot] = nil }
+                }
+            }
+            return owners
+        }
+
+        /// Waits until every slot is served by its rendezvous owner among `members` (no takeover or handover left).
+        func waitUntilServed(by members: Set<String>, timeout: Duration = .seconds(30)) async throws {
+            let expected = Dictionary(
+                uniqueKeysWithValues: (0..<ClusterFailoverTests.slots).map { ($0, Rendezvous.owner(of: $0, among: members)!) })
+            try await waitUntil("every slot served by its owner among \(members.sorted())", timeout: timeout) {
+                owners() == expected
+            }
+        }
+
+        /// How long after `time` (a member's death, pause or leave) each of `slots` was served again (by another member,
+        /// or by the member started again under the same name).
+        func gaps(after time: Date, slots: Set<Int>) -> [Int: TimeInterval] {
+            var gaps: [Int: TimeInterval] = [:]
+            for event in events() where event.time > time && slots.contains(event.slot) {
+                if case .serving = event.kind, gaps[event.slot] == nil { gaps[event.slot] = event.time.timeIntervalSince(time) }
+            }
+            return gaps
+        }
+
+        var logText: String {
+            logs.withLock { $0 }.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n")
+        }
+    }
+
+    @Test func nothingIsLostWhileMembersAreKilledPausedEtcdRestartsAndMembersJoinAndLeave() async throws {
+        let etcd = try await EtcdServer()
+        let broker = try await MosquittoBroker(extraConfig: "max_inflight_messages 0\n")
+        let members = Members(etcd: etcd, broker: broker)
+        for name in ["m1", "m2", "m3"] { try members.start(name) }
+        try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+
+        let output = broker.directory.appendingPathComponent("sim.json")
+        let simulator = try ChildProcess(
+            executable: "/bin/sh",
+            arguments: [
+                "-c", "exec \"$0\" \"$@\" > \"\(output.path)\" 2>> \"\(output.path).log\"", try BuiltProducts.path("hub-sim"),
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--slots", "\(Self.slots)", "--households", "8",
+                "--hubs", "20", "--accessories", "20", "--rate", "150", "--seconds", "40", "--drain", "60", "--verify",
+                "--timeout-ms", "500", "--timeout-max-ms", "2000", "--prefix", "cl",
+            ],
+            outputPath: "/dev/null")
+        var failovers: [(what: String, gaps: [Int: TimeInterval], slots: Set<Int>)] = []
+
+        /// Kills `name` now, starts it again 2 s later, and keeps the gaps of its slots.
+        func killAndRestart(_ name: String) async throws {
+            try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+            let held = Set(members.owners().filter { $0.value == name }.keys)
+            let killed = try members.kill(name)
+            try await Task.sleep(for: .seconds(2))
+            try members.start(name)
+            try await waitUntil("\(name)'s slots served again") {
+                members.gaps(after: killed, slots: held).count == held.count
+            }
+            failovers.append(("SIGKILL \(name)", members.gaps(after: killed, slots: held), held))
+        }
+
+        try await Task.sleep(for: .seconds(4))
+        try await killAndRestart("m1")
+        try await Task.sleep(for: .seconds(3))
+        try await killAndRestart("m2")
+
+        // The zombie: paused well past its lease, then let go on. It must stop acting for its slots (fenced), which
+        // others serve meanwhile; what it may still send carries its old epochs, which devices and hubs drop.
+        let zombie = try members.process("m3")
+        try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+        let zombieSlots = Set(members.owners().filter { $0.value == "m3" }.keys)
+        zombie.signal(SIGSTOP)
+        let paused = Date()
+        try await Task.sleep(for: .seconds(4))
+        zombie.signal(SIGCONT)
+        try await waitUntil("the zombie stopped its slots") {
+            let stopped = members.events().filter {
+                if case .stopped(let reason) = $0.kind { $0.member == "m3" && reason == "fenced" && $0.time > paused } else { false }
+            }
+            return Set(stopped.map(\.slot)).isSuperset(of: zombieSlots)
+        }
+        failovers.append(("SIGSTOP m3 (zombie)", members.gaps(after: paused, slots: zombieSlots), zombieSlots))
+
+        // etcd restarts: the members stop acting once their leases could have expired, then converge again.
+        try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+        let etcdStopped = Date()
+        try await etcd.restart()
+        // etcd's own restart (a graceful stop with the members' streams open, then an election) takes seconds.
+        let etcdBack = Date()
+        try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+        let etcdGap = members.events().filter { if case .serving = $0.kind { $0.time > etcdStopped } else { false } }
+            .map { $0.time.timeIntervalSince(etcdBack) }.max() ?? 0
+
+        // A fourth member joins (its slots are handed over at once) and leaves gracefully (handed back at once).
+        try members.start("m4")
+        try await waitUntil("m4 serving its share") { members.owners().values.contains("m4") }
+        try await Task.sleep(for: .seconds(2))
+        let m4Slots = Set(members.owners().filter { $0.value == "m4" }.keys)
+        let left = try await members.stop("m4")
+        try await members.waitUntilServed(by: ["m1", "m2", "m3"])
+        let handback = members.gaps(after: left, slots: m4Slots)
+
+        try await Task.sleep(for: .seconds(2))
+        try await killAndRestart("m1")
+
+        let code = try await simulator.exit(timeout: .seconds(180))
+        let text = try String(contentsOf: output, encoding: .utf8)
+        let simLog = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
+        let line = try #require(text.split(separator: "\n").last, "hub-sim wrote no summary: \(simLog.suffix(2000))")
+        let summary = try JSONDecoder().decode(Summary.self, from: Data(line.utf8))
+
+        #expect(code == 0, "hub-sim failed: \(simLog.suffix(2000))")
+        #expect(summary.sent == summary.results && summary.lost == 0 && summary.errors == 0, "0 requests lost")
+        #expect(summary.state_mismatches == 0, "every retained state is what its hub last sent, no device routed twice")
+        #expect(summary.excess_commands == 0, "no command beyond what the hubs' changes justify")
+        #expect(summary.commands > 0)
+        for failover in failovers {
+            #expect(Set(failover.gaps.keys) == failover.slots, "\(failover.what): every slot served again")
+            #expect(failover.gaps.values.allSatisfy { $0 <= 5 }, "\(failover.what): \(failover.gaps)")
+        }
+        #expect(!m4Slots.isEmpty, "the fourth member took its share")
+        #expect(handback.values.allSatisfy { $0 <= 2 }, "a graceful leave hands over at once: \(handback)")
+        #expect(etcdGap <= 5, "every slot served again within 5 s of etcd answering again: \(etcdGap) s")
+        let gapText = failovers.map { "\($0.what): max \(String(format: "%.2f", $0.gaps.values.max() ?? 0)) s" }
+        print(
+            "cluster under faults: \(summary.results) results, \(summary.retried) retried, p99 \(summary.p99_ms) ms, "
+                + "max \(summary.max_ms) ms; \(gapText.joined(separator: ", ")); etcd down "
+                + "\(String(format: "%.1f", etcdBack.timeIntervalSince(etcdStopped))) s, every slot served again "
+                + "\(String(format: "%.2f", etcdGap)) s after it answered; handback \(String(format: "%.2f", handback.values.max() ?? 0)) s; "
+                + "\(summary.older_epoch_commands) commands of older owners dropped by the devices")
+        if code != 0 || summary.lost > 0 {
+            print(members.logText.suffix(5000))
+        }
+    }
+}

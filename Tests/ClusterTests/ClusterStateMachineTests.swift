@@ -1,0 +1,142 @@
+import Cluster
+import Testing
+
+/// The cluster's state machine as chains of events → actions, without etcd or a clock.
+@Suite struct ClusterStateMachineTests {
+    typealias Action = ClusterStateMachine.Action
+    static let t0 = ContinuousClock.now
+
+    var machine = ClusterStateMachine(member: "a", slotCount: 12)
+    var now = t0
+
+    mutating func at(_ offset: Duration) -> ContinuousClock.Instant {
+        now = Self.t0 + offset
+        return now
+    }
+
+    /// Granted, registered and loaded with `members`; returns the claims it made.
+    mutating func join(members: Set<String> = ["a"], claims: [Int: ClusterStateMachine.Claim] = [:]) -> [Int] {
+        #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        let granted = machine.leaseGranted(7, sentAt: now, at: now)
+        #expect(granted == [.fence(until: now + .milliseconds(1500)), .register(lease: 7, replacing: nil)])
+        #expect(machine.registered(at: now) == [.load])
+        return machine.loaded(members: members, claims: claims, at: now).compactMap {
+            if case .claim(let slot, let lease) = $0 { #expect(lease == 7); return slot } else { return nil }
+        }
+    }
+
+    static func slots(of member: String, among members: Set<String>) -> [Int] {
+        Rendezvous.slots(of: member, among: members, count: 12).sorted()
+    }
+
+    @Test mutating func aLoneMemberClaimsEverySlotThenServesWhatItWon() {
+        let claims = join()
+        #expect(claims == Array(0..<12))
+        #expect(machine.claimed(3, epoch: 40, at: now) == [.startSlot(slot: 3, epoch: 40)])
+        #expect(machine.claimRefused(4, holder: "b", epoch: 39, at: now) == [])
+        #expect(machine.holdings[4] == nil && machine.claims[4] == .init(holder: "b", epoch: 39))
+        #expect(machine.slotStarted(3, at: now) == [])
+        #expect(machine.serving == [3: 40])
+        #expect(machine.notReadyBecause.first?.contains("taking over") == true, "slots still claiming")
+    }
+
+    @Test mutating func itClaimsOnlyItsRendezvousShareAndNothingHeld() {
+        let members: Set = ["a", "b", "c"]
+        let mine = Self.slots(of: "a", among: members)
+        let held = mine.first!
+        let claims = join(members: members, claims: [held: .init(holder: "b", epoch: 5)])
+        #expect(claims == mine.filter { $0 != held })
+        // The holder's lease ends: etcd deletes its claim, and it is claimed.
+        #expect(machine.slotReleased(held, at: now) == [.claim(slot: held, lease: 7)])
+    }
+
+    @Test mutating func aJoiningMemberTakesItsSlotsByHandoverStopThenRelease() {
+        _ = join()
+        for slot in 0..<12 {
+            _ = machine.claimed(slot, epoch: UInt64(100 + slot), at: now)
+            _ = machine.slotStarted(slot, at: now)
+        }
+        let moving = Self.slots(of: "b", among: ["a", "b"])
+        #expect(!moving.isEmpty)
+        let actions = machine.memberJoined("b", at: now)
+        #expect(actions == moving.flatMap {
+            [Action.stopSlot(slot: $0, reason: .handover), .release(slot: $0, epoch: UInt64(100 + $0))]
+        })
+        // Released: nothing claimed again (the slot is b's), and b's claim is seen.
+        #expect(machine.released(moving[0], at: now) == [])
+        #expect(machine.slotClaimed(moving[0], by: "b", epoch: 300, at: now) == [])
+        // b leaves: its slots come back.
+        let back = machine.memberLeft("b", at: now)
+        #expect(back.allSatisfy { if case .claim = $0 { true } else { false } })
+    }
+
+    @Test mutating func keepAlivesMoveTheFenceAndItsTimeUpStopsEverySlot() {
+        _ = join()
+        _ = machine.claimed(0, epoch: 10, at: now)
+        _ = machine.slotStarted(0, at: now)
+        // Keep-alives are due every 500 ms.
+        #expect(machine.tick(at: at(.milliseconds(400))) == [])
+        #expect(machine.tick(at: at(.milliseconds(500))) == [.keepAlive(lease: 7)])
+        #expect(machine.tick(at: at(.milliseconds(600))) == [], "one in flight at a time")
+        let sent = Self.t0 + .milliseconds(500)
+        #expect(machine.keepAliveAnswered(alive: true, sentAt: sent, at: at(.milliseconds(510)))
+            == [.fence(until: sent + .milliseconds(1500))])
+        // etcd stops answering: the slots go on until the fence, 1.5 s after the last acknowledged send.
+        #expect(machine.tick(at: at(.milliseconds(1000))) == [.keepAlive(lease: 7)])
+        #expect(machine.etcdFailed(at: at(.milliseconds(1900))) == [])
+        #expect(machine.serving == [0: 10])
+        let fenced = machine.tick(at: at(.milliseconds(2000)))
+        #expect(fenced.prefix(3) == [.stopSlot(slot: 0, reason: .fenced), .fence(until: nil), .grantLease(ttl: .seconds(2))])
+        #expect(machine.serving.isEmpty && machine.fenceUntil == nil)
+        #expect(machine.notReadyBecause == ["no etcd lease: is etcd reachable?"])
+        // etcd is back: a new lease, and the one given up is revoked (its claims go at once) before the member
+        // registers again.
+        #expect(machine.leaseGranted(8, sentAt: now, at: now).contains(.register(lease: 8, replacing: 7)))
+    }
+
+    @Test mutating func anExpiredLeaseStopsEverySlotAndStartsOver() {
+        _ = join()
+        _ = machine.claimed(2, epoch: 10, at: now)
+        let actions = machine.keepAliveAnswered(alive: false, sentAt: now, at: now)
+        #expect(actions == [.stopSlot(slot: 2, reason: .fenced), .fence(until: nil), .grantLease(ttl: .seconds(2))])
+        // Expired: nothing left to revoke.
+        #expect(machine.leaseGranted(8, sentAt: now, at: now).contains(.register(lease: 8, replacing: nil)))
+    }
+
+    @Test mutating func aClaimThatLandsAfterTheFenceIsReleasedAtOnce() {
+        _ = join()
+        _ = machine.tick(at: at(.seconds(2)))  // fenced: every holding dropped
+        #expect(machine.claimed(5, epoch: 50, at: now) == [.release(slot: 5, epoch: 50)])
+    }
+
+    @Test mutating func shutdownStopsEverySlotThenRevokes() {
+        _ = join()
+        _ = machine.claimed(1, epoch: 11, at: now)
+        _ = machine.claimed(4, epoch: 14, at: now)
+        #expect(machine.shutdown(at: now) == [
+            .stopSlot(slot: 1, reason: .shutdown), .stopSlot(slot: 4, reason: .shutdown), .fence(until: nil),
+            .revokeLease(lease: 7), .finish,
+        ])
+        #expect(machine.memberJoined("b", at: now) == [], "a stopped member claims nothing")
+    }
+
+    @Test mutating func failedCallsAreTriedAgain() {
+        #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        #expect(machine.etcdFailed(at: now) == [])
+        #expect(machine.tick(at: at(.milliseconds(100))) == [])
+        #expect(machine.tick(at: at(.milliseconds(250))) == [.grantLease(ttl: .seconds(2))])
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        #expect(machine.etcdFailed(at: now) == [])
+        #expect(machine.tick(at: at(.milliseconds(500))).contains(.register(lease: 7, replacing: nil)))
+        // A claim etcd did not answer is made again.
+        _ = machine.registered(at: now)
+        _ = machine.loaded(members: ["a"], claims: [:], at: now)
+        #expect(machine.claimFailed(6, at: now) == [])
+        #expect(machine.tick(at: at(.milliseconds(800))).contains(.claim(slot: 6, lease: 7)))
+    }
+
+    @Test mutating func aGrantThatComesLateIsRevoked() {
+        _ = join()
+        #expect(machine.leaseGranted(99, sentAt: now, at: now) == [.revokeLease(lease: 99)])
+    }
+}
