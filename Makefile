@@ -3,7 +3,7 @@
 
 SWIFT        ?= swift
 APT_PACKAGES := pkg-config protobuf-compiler protobuf-c-compiler libprotobuf-c-dev \
-                libmosquitto-dev mosquitto mosquitto-clients gcc make etcd-server
+                libmosquitto-dev mosquitto mosquitto-clients gcc make etcd-server curl jq bc python3
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps run test build generate check-generated vectors bench clean
@@ -23,6 +23,14 @@ run: deps hub-sdk
 	$(SWIFT) build --product accessory-bridge
 	$(SWIFT) build --product accessoryctl
 	scripts/run.sh $(ARGS)
+
+## run-cluster: a cluster on one machine (mosquitto, a single-node etcd, three bridges b1-b3 sharing SLOTS slots);
+## Ctrl-C stops them all (scripts/run-cluster.sh). Bridge options in ARGS.
+.PHONY: run-cluster
+run-cluster: deps hub-sdk
+	$(SWIFT) build --product accessory-bridge
+	$(SWIFT) build --product accessoryctl
+	SLOTS=$(or $(SLOTS),12) scripts/run-cluster.sh $(ARGS)
 
 ## test: every test (unit, cross-language, integration against a real mosquitto, the C SDK's checks); builds the
 ## executables the integration tests run. In parallel (about 40 s on 2 cores, where one after another takes 140 s: most
@@ -117,6 +125,18 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 .build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
+
+## bench-cluster: the cluster (docs/scale-out.md), release bridges on one mosquitto and etcd: the same load (HUBS 12
+## hubs x ACCESSORIES 100, RATE 3000 reports/s, a DURATION 20 s window) through 1, 2 and 3 members (the members' and the broker's CPU per report: no fan-out), failover gaps over KILLS (20) kills,
+## and a SIGKILLed member's slots rebuilt at REBUILD_ACCESSORIES (1,000,000; 0 skips it; about 15 minutes) accessories
+## (scripts/bench-cluster.sh).
+.PHONY: bench-cluster
+bench-cluster: deps hub-sdk .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	HUBS=$(or $(HUBS),12) KILLS=$(or $(KILLS),20) REBUILD_ACCESSORIES=$(or $(REBUILD_ACCESSORIES),1000000) \
+	    $(if $(filter command line,$(origin ACCESSORIES)),ACCESSORIES=$(ACCESSORIES)) \
+	    $(if $(filter command line,$(origin RATE)),RATE=$(RATE)) \
+	    $(if $(filter command line,$(origin DURATION)),DURATION=$(DURATION)) scripts/bench-cluster.sh
 
 ## bench-rebuild: ACCESSORIES (100,000) registered through a release bridge, then three restarts: how long reading the
 ## retained states and rebuilding took, and the bridge's memory (scripts/rebuild-bench.sh).

@@ -23,7 +23,10 @@
  *
  * Usage: loadgen [--broker mqtt://127.0.0.1:1883] [--topic-root audio] [--hub load-hub] [--accessories 1000]
  *                [--rate 0] [--seconds 10] [--reports N] [--drain 5] [--settle 1] [--client-id ID] [--json]
- *                [--own-sources] [--server-pid PID] [--broker-pid PID]
+ *                [--own-sources] [--server-pid PID] [--broker-pid PID] [--source-root R]
+ * --source-root: where the playing devices' topics are when they are not under --topic-root (a cluster's slot's root
+ * is R/slots/{slot}, its devices' R). --ready-file PATH: created when the measured phase starts, so that a script
+ * running several loadgens can measure one window inside all their phases.
  * With --server-pid / --broker-pid, the CPU time (utime + stime from /proc/PID/stat) those processes used during the
  * measured phase is reported per result.
  */
@@ -66,6 +69,8 @@ struct options {
     char host[256];
     int port;
     const char *topic_root;
+    const char *source_root; /* the playing devices' root: the topic root unless --source-root (a cluster's slot) */
+    const char *ready_file;  /* --ready-file: created when the measured phase starts (several loadgens, one window) */
     const char *hub;
     char client_id[64];
     long accessories;
@@ -146,7 +151,8 @@ static void usage(FILE *out)
             "usage: loadgen [--broker mqtt://HOST:PORT] [--topic-root R] [--hub ID] [--accessories A]\n"
             "               [--rate N (0: flood)] [--seconds S] [--reports N] [--drain S] [--settle S]\n"
             "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources] [--server-pid PID]\n"
-            "               [--broker-pid PID]\n");
+            "               [--broker-pid PID] [--source-root R]\n"
+            "               [--ready-file PATH]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -237,6 +243,10 @@ static int parse_options(int argc, char **argv, struct options *opt)
             ok = parse_broker(value, opt->host, &opt->port);
         } else if (strcmp(arg, "--topic-root") == 0) {
             opt->topic_root = value;
+        } else if (strcmp(arg, "--source-root") == 0) {
+            opt->source_root = value;
+        } else if (strcmp(arg, "--ready-file") == 0) {
+            opt->ready_file = value;
             ok = value[0] != '\0' && strpbrk(value, "+#") == NULL;
         } else if (strcmp(arg, "--hub") == 0) {
             opt->hub = value;
@@ -650,7 +660,8 @@ static int set_up(struct loadgen *lg)
         }
     }
     char topic[MAX_TOPIC];
-    snprintf(topic, sizeof topic, "%s/sources/" SOURCE_HEX "/state", lg->opt.topic_root);
+    snprintf(topic, sizeof topic, "%s/sources/" SOURCE_HEX "/state",
+             lg->opt.source_root != NULL ? lg->opt.source_root : lg->opt.topic_root);
     Audioaccessory__V1__SourceState source = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
     source.activity = AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_MEDIA;
     if (!lg->opt.own_sources && publish_message(lg, topic, &source.base, true) != 0) {
@@ -696,6 +707,12 @@ static int measure(struct loadgen *lg, struct measurement *m)
     lg->phase = PHASE_MEASURING;
     for (uint32_t i = 0; i < (uint32_t)opt->accessories; i++) {
         push_idle(lg, i);
+    }
+    if (opt->ready_file != NULL) {
+        FILE *ready = fopen(opt->ready_file, "w");
+        if (ready != NULL) {
+            fclose(ready);
+        }
     }
     long long server_start = opt->server_pid ? cpu_ticks(opt->server_pid) : -1;
     long long broker_start = opt->broker_pid ? cpu_ticks(opt->broker_pid) : -1;

@@ -1,5 +1,6 @@
 import AccessoryControl
 import AccessoryModel
+import AccessoryWire
 import ArgumentParser
 import Foundation
 
@@ -48,11 +49,26 @@ struct Pin: AsyncParsableCommand {
 }
 
 extension ConnectionOptions {
+    /// The root of `id`'s topics: the root; in a cluster, the slot's root its retained state is under (its hub's).
+    func accessoryRoot(of id: AccessoryID) async throws -> TopicRoot {
+        guard try clusterSlots != nil else { return try root }
+        let filter = try filter(.accessoryState).replacingOccurrences(of: "/accessories/+/", with: "/accessories/\(id)/")
+        var found: TopicRoot?
+        let stopped = try await observe(self, role: "lookup", filters: [filter], limit: patience) { message in
+            found = try? root(of: message.topic)
+            return false
+        }
+        if stopped { throw ExitCode(130) }
+        guard let found else { throw fail("no state of \(id) under any slot (\(filter)): is it paired?") }
+        return found
+    }
+
     /// Sends `controls` for `id`, prints the accessory's controls after the change; a refusal exits with status 1.
     func runControls(_ controls: AccessoryControls, for id: AccessoryID) async throws {
+        let root = try await accessoryRoot(of: id)
         let client = try await connecting {
             try AccessoryControlsClient(
-                mqtt: try mqtt(clientID: Self.clientID("controls")), topicRoot: try root, timeout: patience,
+                mqtt: try mqtt(clientID: Self.clientID("controls")), topicRoot: root, timeout: patience,
                 payloadFormat: format, logger: Self.logger)
         }
         do {

@@ -1,5 +1,6 @@
 import AccessoryControl
 import AccessoryModel
+import AccessoryWire
 import ArgumentParser
 
 struct Pair: AsyncParsableCommand {
@@ -108,5 +109,25 @@ struct Update: AsyncParsableCommand {
             try await hub.update(configuration, for: hub.accessory(accessory.id))
             print("updated \(accessory.id)")
         }
+    }
+}
+
+struct Slot: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "In a cluster of bridges: a hub's routing domain, its slot, and the root of its topics.")
+
+    @Argument(help: "The hub id (its routing domain is its id up to '--', or all of it).") var hub: String
+    @Option(help: "The cluster's number of slots.") var slots: Int
+    @Option(help: "The first topic levels of the contract.") var topicRoot = "audio"
+
+    func run() async throws {
+        guard let id = HubID(hub) else { throw ValidationError("the hub id must be \(IdentifierGrammar.description)") }
+        guard let clusterSlots = ClusterSlots(slots) else {
+            throw ValidationError("--slots must be a number \(ClusterSlots.range), not \(slots)")
+        }
+        guard let root = TopicRoot(topicRoot) else { throw ValidationError("--topic-root must be \(TopicRoot.grammar)") }
+        let slot = clusterSlots.slot(of: id)
+        print("hub \(id): routing domain \(ClusterSlots.domain(of: id)), slot \(slot) of \(slots), topics under "
+            + "\(clusterSlots.root(of: slot, under: root))")
     }
 }

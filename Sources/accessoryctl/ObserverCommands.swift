@@ -79,13 +79,13 @@ struct State: AsyncParsableCommand {
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
 
     func run() async throws {
-        let root = try connection.root
-        let topic = Topic.accessoryState(accessory: accessory.id).name(under: root)
+        let topic = try connection.filter(.accessoryState).replacingOccurrences(
+            of: "/accessories/+/", with: "/accessories/\(accessory.id)/")
         var found = false
         // A retained state arrives at once; none within the timeout means the bridge never published one.
         let stopped = try await observe(connection, role: "state", filters: [topic], limit: connection.patience) {
             message in
-            print(Describe.message(message, root: root))
+            print(Describe.message(message, root: (try? connection.root(of: message.topic)) ?? .default))
             found = true
             return false
         }
@@ -141,12 +141,11 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Exit after this many messages (default: run until interrupted).") var count: Int?
 
     func run() async throws {
-        let root = try connection.root
         var kinds: [Topic.Kind] = [.sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus]
         if all { kinds += [.telemetry, .sourceState] }
         var seen = 0
-        try await observe(connection, role: "watch", filters: kinds.map { $0.filter(under: root) }) { message in
-            print(Describe.message(message, root: root))
+        try await observe(connection, role: "watch", filters: try kinds.map(connection.filter)) { message in
+            print(Describe.message(message, root: (try? connection.root(of: message.topic)) ?? .default))
             seen += 1
             return count.map { seen < $0 } ?? true
         }

@@ -35,6 +35,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds to wait for the broker's connection, and for the bridge's answer.")
     var timeout: Double = 5
 
+    @Option(
+        help: "A cluster of bridges' number of slots: hubs' and accessories' topics are then under R/slots/{slot} (see `accessoryctl slot`).")
+    var slots: Int?
+
     /// ``timeout`` as a duration.
     var patience: Duration { .milliseconds(Int64(timeout * 1000)) }
 
@@ -45,6 +49,34 @@ struct ConnectionOptions: ParsableArguments {
             }
             return root
         }
+    }
+
+    /// The cluster's slots, with `--slots`.
+    var clusterSlots: ClusterSlots? {
+        get throws {
+            guard let slots else { return nil }
+            guard let clusterSlots = ClusterSlots(slots) else {
+                throw ValidationError("--slots must be a number \(ClusterSlots.range), not \(slots)")
+            }
+            return clusterSlots
+        }
+    }
+
+    /// The filter of every topic of `kind`: in a cluster, the hubs' and accessories' under every slot's root.
+    func filter(_ kind: Topic.Kind) throws -> String {
+        let root = try root
+        let filter = kind.filter(under: root)
+        guard try clusterSlots != nil, kind != .sourceState, kind != .sourceCommands else { return filter }
+        return "\(root.rawValue)/slots/+" + filter.dropFirst(root.rawValue.count)
+    }
+
+    /// The root `topic` is under: in a cluster, its slot's (`R/slots/{n}`) when it is one's, else the root.
+    func root(of topic: String) throws -> TopicRoot {
+        let root = try root
+        let head = root.rawValue + "/slots/"
+        guard try clusterSlots != nil, topic.hasPrefix(head) else { return root }
+        let number = topic.dropFirst(head.count).prefix { $0.isNumber }
+        return TopicRoot(head + number) ?? root
     }
 
     func mqtt(clientID: String) throws -> MQTTConfiguration {
@@ -112,6 +144,7 @@ struct HubOptions: ParsableArguments {
         guard let hubID = HubID(hub) else { throw ValidationError("--hub must be \(IdentifierGrammar.description)") }
         var options = AccessoryHub.Options()
         options.topicRoot = try connection.root
+        options.slots = try connection.clusterSlots
         options.payloadFormat = connection.format
         options.timeout = connection.patience
         // A one-shot command speaks for the hub, not for its availability.

@@ -223,6 +223,20 @@ public final class MosquittoBroker: Sendable {
         try await run(tool, arguments + properties)
     }
 
+    /// Publishes `payload`, any bytes (protobuf, say), with `mosquitto_pub -f`.
+    public func publish(topic: String, payload: [UInt8], qos: Int = 1) async throws {
+        let file = directory.appendingPathComponent("payload-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: file.path, contents: Data(payload)) else {
+            throw MosquittoBrokerError("cannot write \(file.path)")
+        }
+        defer { try? FileManager.default.removeItem(at: file) }
+        let tool = try Self.findTool("mosquitto_pub", package: "mosquitto-clients")
+        try await run(tool, [
+            "-h", host, "-p", "\(port)", "-V", "mqttv5", "-i", "pub-\(UUID().uuidString.prefix(8))", "-t", topic,
+            "-f", file.path, "-q", "\(qos)",
+        ])
+    }
+
     /// Receives `count` messages with `mosquitto_sub -V mqttv5 -v` and returns them as `"topic payload"` lines;
     /// throws when fewer arrive within `timeout`.
     ///
