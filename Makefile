@@ -247,7 +247,20 @@ hub-check: hub-sdk
 # The deploy files (deploy/systemd, deploy/container), checked without a container engine or a running systemd.
 
 DEPLOY_APT_PACKAGES := systemd python3-yaml mosquitto mosquitto-clients
-.PHONY: check-deploy
+.PHONY: check-deploy check-container
+
+## check-container: the Containerfile's runtime image built with podman on a base made from Debian's packages, and
+## deploy/container/cluster.compose.yaml started (mosquitto, etcd, three bridges); one bridge container killed, its
+## slots must move (scripts/check-container.sh). Takes ports 1883, 2379, 2380, 9464-9466. Not part of `make test`.
+CONTAINER_APT_PACKAGES := podman runc mmdebstrap python3-venv
+check-container: deps
+	@missing=$$(for p in $(CONTAINER_APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:" $$missing; \
+	    $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+	scripts/check-container.sh
 
 ## check-deploy: `systemd-analyze verify` (clean: any message fails) and `systemd-analyze security --offline` (exposure
 ## at most 2.0) on deploy/systemd's unit, with and without its credentials drop-in; the env example against

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The cluster's benchmark (docs/scale-out.md), release bridges on ONE mosquitto and a single-node etcd:
 #
-# 1. Fan-out: the same load through 1, 2 and 3 members: HUBS loadgens (Benchmarks/LoadGen, one hub each, in routing
-#    domains of distinct slots, ACCESSORIES accessories each) pace RATE reports/s in all; over a DURATION-second window
-#    inside every loadgen's measured phase, the members' CPU per report (summed) and the broker's, against one
-#    member's. Without fan-out, both stay near 1.0x (the issue's bound: 1.15x).
+# 1. Fan-out: the same load through a single bridge (no cluster: the baseline) and through 1, 2 and 3 members: HUBS
+#    loadgens (Benchmarks/LoadGen, one hub each, in routing domains of distinct slots, ACCESSORIES accessories each)
+#    pace RATE reports/s in all; over a DURATION-second window inside every loadgen's measured phase, the members'
+#    CPU per report (summed) and the broker's, against one member's. Without fan-out, both stay near 1.0x (the
+#    issue's bound: 1.15x).
 # 2. Failover: 3 members under a light hub-sim load; KILLS times, one member is SIGKILLed (in turn) and started again a
 #    second later; how long until each of its slots is served again (p50, p99, max over every slot of every kill).
 # 3. Rebuild at scale (REBUILD_ACCESSORIES, 1,000,000; 0 skips it): that many accessories over 64 slots, set up
@@ -38,6 +39,7 @@ broker_pid=
 etcd_pid=
 members=()
 pids=()
+declare -A pid_of
 trap 'kill -9 ${pids[*]:-} 2>/dev/null || true; kill $broker_pid $etcd_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/conf/deploy/mosquitto"
 cp deploy/mosquitto/dev.conf "$work/conf/deploy/mosquitto/dev.conf"
@@ -49,15 +51,17 @@ start_etcd 23940 "$work"
 ticks_per_second=$(getconf CLK_TCK)
 log() { echo "bench-cluster: $*" >&2; }
 
-# start_member CLUSTER NAME SLOTS [more options]: a release bridge in the background, its JSON log in $work.
+# start_member CLUSTER NAME SLOTS [more options]: a release bridge in the background, its JSON log in $work. Each
+# cluster has a topic root of its own (bench-CLUSTER): no retained state or session of another meets it.
 start_member() {
     local cluster=$1 name=$2 count=$3
     shift 3
     "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --cluster "$etcd_url" --cluster-name "$cluster" --slots "$count" \
+        --topic-root "bench-$cluster" \
         --member "$name" --http-port 0 --no-home-automation --log-format json "$@" >>"$work/$cluster-$name.log" 2>&1 &
     members+=("$name")
     pids+=($!)
-    eval "pid_$name=$!"
+    pid_of[$name]=$!
 }
 
 # wait_served CLUSTER COUNT [SECONDS]: until every slot is served, each by a member whose process runs.
@@ -100,18 +104,28 @@ echo "bench-cluster: mosquitto on 127.0.0.1:$port, etcd on $etcd_url; $hubs hubs
     "$slots slots, $rate reports/s, a $duration s window; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %10s %12s %12s %8s %8s %6s\n' members 'reports/s' 'cpu_us/rep' 'broker_us/rep' 'p50_ms' 'p99_ms' lost
 declare -A member_cpu broker_cpu
-for n in 1 2 3; do
+for n in single 1 2 3; do
     cluster=fan$n
-    for i in $(seq "$n"); do start_member "$cluster" "f$n-$i" "$slots"; done
-    wait_served "$cluster" "$slots"
+    if [ "$n" = single ]; then
+        "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster" --client-id "bench-$cluster" \
+            --http-port 0 --no-home-automation --log-level warning 2>"$work/$cluster.log" &
+        members+=(single)
+        pids+=($!)
+        pid_of[single]=$!
+    else
+        for i in $(seq "$n"); do start_member "$cluster" "f$n-$i" "$slots"; done
+        wait_served "$cluster" "$slots"
+    fi
     sleep 2
     rm -f "$work"/ready-*
     loads=()
     for k in $(seq 0 $((hubs - 1))); do
         slot=$((k % slots))
         hub=$(hub_in_slot "$cluster-h$k-" "$slot" "$slots")
-        "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "audio/slots/$slot" --source-root audio \
-            --hub "$hub" --accessories "$accessories" --rate $((rate / hubs)) --seconds $((duration + 6)) --drain 10 \
+        root=bench-$cluster/slots/$slot
+        [ "$n" != single ] || root=bench-$cluster
+        "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "$root" --accessory-prefix "h$k" \
+            --source-root "bench-$cluster" --hub "$hub" --accessories "$accessories" --rate $((rate / hubs)) --seconds $((duration + 6)) --drain 10 \
             --settle 1 --client-id "lg-$cluster-$k" --ready-file "$work/ready-$k" --json \
             >"$work/load-$cluster-$k.json" 2>"$work/load-$cluster-$k.err" &
         loads+=($!)
@@ -119,12 +133,12 @@ for n in 1 2 3; do
     for _ in $(seq 1200); do [ "$(ls "$work"/ready-* 2>/dev/null | wc -l)" -ge "$hubs" ] && break; sleep 0.1; done
     sleep 2
     before_members=0
-    for name in "${members[@]}"; do before_members=$((before_members + $(cpu_ticks "$(eval echo \$pid_$name)"))); done
+    for name in "${members[@]}"; do before_members=$((before_members + $(cpu_ticks "${pid_of[$name]}"))); done
     before_broker=$(cpu_ticks "$broker_pid")
     started=$(date +%s.%N)
     sleep "$duration"
     after_members=0
-    for name in "${members[@]}"; do after_members=$((after_members + $(cpu_ticks "$(eval echo \$pid_$name)"))); done
+    for name in "${members[@]}"; do after_members=$((after_members + $(cpu_ticks "${pid_of[$name]}"))); done
     after_broker=$(cpu_ticks "$broker_pid")
     window=$(echo "$(date +%s.%N) - $started" | bc)
     for pid in "${loads[@]}"; do wait "$pid" || { log "a loadgen failed:"; cat "$work"/load-"$cluster"-*.err >&2; exit 1; }; done
@@ -138,6 +152,8 @@ for n in 1 2 3; do
         "$(jq -r .p50 <<<"$summary")" "$(jq -r .p99 <<<"$summary")" "$(jq -r .lost <<<"$summary")"
     stop_members
 done
+printf 'a 1-member cluster / a single bridge: member %.3fx, broker %.3fx\n' \
+    "$(echo "${member_cpu[1]} / ${member_cpu[single]}" | bc -l)" "$(echo "${broker_cpu[1]} / ${broker_cpu[single]}" | bc -l)"
 for n in 2 3; do
     printf 'fan-out %s members / 1: members %.3fx, broker %.3fx\n' "$n" \
         "$(echo "${member_cpu[$n]} / ${member_cpu[1]}" | bc -l)" "$(echo "${broker_cpu[$n]} / ${broker_cpu[1]}" | bc -l)"
@@ -147,7 +163,7 @@ done
 cluster=kill
 for i in 1 2 3; do start_member "$cluster" "k$i" "$slots"; done
 wait_served "$cluster" "$slots"
-"$hub_sim" --broker "mqtt://127.0.0.1:$port" --slots "$slots" --households 12 --hubs 12 --accessories 10 --rate 50 \
+"$hub_sim" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster" --slots "$slots" --households 12 --hubs 12 --accessories 10 --rate 50 \
     --seconds $((kills * 8 + 30)) --drain 60 --timeout-ms 500 --timeout-max-ms 2000 --prefix kill --json \
     >"$work/kill-sim.json" 2>"$work/kill-sim.err" &
 sim=$!
@@ -158,7 +174,7 @@ for k in $(seq "$kills"); do
     victim=k$(( (k - 1) % 3 + 1 ))
     held=$(python3 scripts/lib/cluster_log.py owners "$work/$cluster"-*.log | awk -v m="$victim" '$2 == m {print $1}' | paste -sd,)
     killed=$(date +%s.%N)
-    kill -9 "$(eval echo \$pid_$victim)"
+    kill -9 "${pid_of[$victim]}"
     sleep 1
     start_member "$cluster" "$victim" "$slots"
     for _ in $(seq 300); do
@@ -193,8 +209,8 @@ if [ "$big" -gt 0 ]; then
         for slot in $(seq "$batch" $((batch + 7))); do
             [ "$slot" -lt "$count" ] || break
             hub=$(hub_in_slot "$cluster-s$slot-" "$slot" "$count")
-            "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "audio/slots/$slot" --source-root audio \
-                --hub "$hub" --accessories "$per_slot" --seconds 0 --reports 1 --settle 0 --setup-timeout 3600 \
+            "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster/slots/$slot" \
+                --source-root "bench-$cluster" --hub "$hub" --accessories "$per_slot" --seconds 0 --reports 1 --settle 0 --setup-timeout 3600 \
                 --client-id "lg-big-$slot" >"$work/big-$slot.log" 2>&1 &
             loads+=($!)
         done
@@ -205,7 +221,7 @@ if [ "$big" -gt 0 ]; then
     victim=b1
     held=$(python3 scripts/lib/cluster_log.py owners "$work/$cluster"-*.log | awk -v m="$victim" '$2 == m {print $1}' | paste -sd,)
     killed=$(date +%s.%N)
-    kill -9 "$pid_b1"
+    kill -9 "${pid_of[b1]}"
     for _ in $(seq 1200); do
         [ "$(python3 scripts/lib/cluster_log.py gaps "$killed" "$held" "$work/$cluster"-*.log | wc -l)" -ge \
             "$(tr ',' '\n' <<<"$held" | grep -c .)" ] && break
@@ -217,7 +233,7 @@ if [ "$big" -gt 0 ]; then
     python3 scripts/lib/cluster_log.py rebuilds "$killed" "$work/$cluster"-*.log | sort -k4 -n | tail -1 \
         | awk '{printf "rebuild: the largest slot taken over: %s accessories, rebuilt in %s ms, serving %s ms after its claim\n", $3, $4, $2}'
     for name in b2 b3; do
-        echo "rebuild: $name's memory: $(grep -E 'VmHWM' "/proc/$(eval echo \$pid_$name)/status" | tr -s ' \t' ' ')"
+        echo "rebuild: $name's memory: $(grep -E 'VmHWM' "/proc/${pid_of[$name]}/status" | tr -s ' \t' ' ')"
     done
     stop_members
 fi

@@ -3,14 +3,17 @@
 #
 #   BRIDGE=path/to/accessory-bridge scripts/check-deploy.sh
 #
-#   1. systemd-analyze verify on deploy/systemd/accessory-bridge.service, alone and with its credentials drop-in, in a
-#      temporary root that holds this machine's system units and a stub /usr/local/bin/accessory-bridge (verify
-#      wants ExecStart= to exist). Any message fails: verify warns about unknown keys and bad values, yet exits 0.
-#   2. systemd-analyze security --offline on the same: fails above an overall exposure of THRESHOLD tenths (default
-#      20: 2.0 on systemd's scale of 0 to 10, where 1.2 is what the unit has).
+#   1. systemd-analyze verify on deploy/systemd/accessory-bridge.service, alone and with its credentials drop-in, and
+#      on the cluster member's template (as accessory-bridge@bridge-1), in a temporary root that holds this machine's
+#      system units and a stub /usr/local/bin/accessory-bridge (verify wants ExecStart= to exist). Any message fails:
+#      verify warns about unknown keys and bad values, yet exits 0.
+#   2. systemd-analyze security --offline on both units: fails above an overall exposure of THRESHOLD tenths (default
+#      20: 2.0 on systemd's scale of 0 to 10, where 1.2 is what each has).
 #   3. deploy/systemd/accessory-bridge.env.example names each option of `$BRIDGE --help`, and nothing else.
 #   4. deploy/container: compose.yaml is YAML with the three services, the files it mounts and builds from exist, the
-#      bridge is given the compose broker and an HTTP address; the Containerfile has two stages and a non-root user.
+#      bridge is given the compose broker and an HTTP address; cluster.compose.yaml has mosquitto, etcd and three
+#      bridges, each given the broker, etcd, the cluster's name and slots, and its member name; the Containerfile has a
+#      build and a runtime stage and a non-root user (`make check-container` runs them).
 #   5. deploy/container/mosquitto.conf: a real mosquitto starts with it (listener and data directory moved to a
 #      temporary place), keeps a retained message, and writes its database on a clean stop.
 set -euo pipefail
@@ -37,24 +40,29 @@ cp -r "$units" "$root/usr/lib/systemd/"
 printf '#!/bin/sh\nexit 0\n' > "$root/usr/local/bin/accessory-bridge"
 chmod 755 "$root/usr/local/bin/accessory-bridge"
 cp deploy/systemd/accessory-bridge.service "$root/etc/systemd/system/"
+cp deploy/systemd/accessory-bridge@.service "$root/etc/systemd/system/"
+# verify WHAT UNIT: `systemd-analyze verify` of UNIT, clean.
 verify() {
     local output
-    output=$(systemd-analyze verify --root="$root" accessory-bridge.service 2>&1) \
+    output=$(systemd-analyze verify --root="$root" "$2" 2>&1) \
         || fail "systemd-analyze verify ($1) failed: $output"
     [ -z "$output" ] || fail "systemd-analyze verify ($1) is not clean:
 $output"
     echo "systemd-analyze verify ($1): clean"
 }
-verify "the unit"
+verify "the unit" accessory-bridge.service
 mkdir -p "$root/etc/systemd/system/accessory-bridge.service.d"
 cp deploy/systemd/accessory-bridge-credentials.conf "$root/etc/systemd/system/accessory-bridge.service.d/credentials.conf"
-verify "with accessory-bridge-credentials.conf"
+verify "with accessory-bridge-credentials.conf" accessory-bridge.service
+verify "the cluster member's template, as accessory-bridge@bridge-1" accessory-bridge@bridge-1.service
 
 # 2. security ------------------------------------------------------------------------------------------------------
-security=$(systemd-analyze security --offline=true --root="$root" --threshold="$THRESHOLD" accessory-bridge.service 2>&1) \
-    || fail "systemd-analyze security: exposure above $THRESHOLD tenths:
+for unit in accessory-bridge.service accessory-bridge@bridge-1.service; do
+    security=$(systemd-analyze security --offline=true --root="$root" --threshold="$THRESHOLD" "$unit" 2>&1) \
+        || fail "systemd-analyze security: $unit's exposure above $THRESHOLD tenths:
 $(printf '%s\n' "$security" | grep -E '^✗|Overall')"
-printf '%s\n' "$security" | grep 'Overall exposure' | sed 's/^→ /systemd-analyze security: /'
+    printf '%s\n' "$security" | grep 'Overall exposure' | sed 's/^→ /systemd-analyze security: /'
+done
 
 # 3. the environment file ------------------------------------------------------------------------------------------
 # Each option of --help as its variable: --topic-root is AUDIO_BRIDGE_TOPIC_ROOT, --no-http is AUDIO_BRIDGE_HTTP.
@@ -119,6 +127,24 @@ if not services.get("mosquitto", {}).get("image", "").startswith("eclipse-mosqui
 if "home-assistant" not in services.get("homeassistant", {}).get("image", ""):
     problems.append("homeassistant is not Home Assistant's image")
 
+# The cluster's: mosquitto, etcd, three bridges given the broker, etcd, a name, the slots and a member name each.
+with open(os.path.join(directory, "cluster.compose.yaml")) as file:
+    cluster = yaml.safe_load(file)
+members = cluster.get("services", {})
+if sorted(members) != ["bridge-1", "bridge-2", "bridge-3", "etcd", "mosquitto"]:
+    problems.append(f"cluster.compose.yaml's services are {sorted(members)}")
+for name in ("bridge-1", "bridge-2", "bridge-3"):
+    member = members.get(name, {})
+    environment = member.get("environment", {})
+    for key in ("AUDIO_BRIDGE_BROKER", "AUDIO_BRIDGE_CLUSTER", "AUDIO_BRIDGE_CLUSTER_NAME", "AUDIO_BRIDGE_SLOTS"):
+        if key not in environment:
+            problems.append(f"cluster.compose.yaml: {name} lacks {key}")
+    if f"--member {name}" not in " ".join(member.get("command", [])):
+        problems.append(f"cluster.compose.yaml: {name} is not given its member name")
+    if not os.path.isfile(os.path.join(directory, member.get("build", {}).get("context", "."),
+                                       member.get("build", {}).get("dockerfile", "Dockerfile"))):
+        problems.append(f"cluster.compose.yaml: {name} builds from a Containerfile that does not exist")
+
 with open(os.path.join(directory, "Containerfile")) as file:
     lines = [line.strip() for line in file if line.strip() and not line.lstrip().startswith("#")]
 stages = [line for line in lines if line.startswith("FROM ")]
@@ -135,7 +161,8 @@ for problem in problems:
     print(f"check-deploy: {problem}", file=sys.stderr)
 if problems:
     sys.exit(1)
-print(f"compose.yaml: services {', '.join(sorted(services))}; Containerfile: {len(stages)} stages, user {users[-1]}")
+print(f"compose.yaml: services {', '.join(sorted(services))}; cluster.compose.yaml: {', '.join(sorted(members))}; "
+      f"Containerfile: {len(stages)} stages, user {users[-1]}")
 PYTHON
 
 # 5. the compose broker's configuration ----------------------------------------------------------------------------
@@ -166,4 +193,4 @@ broker_pid=
 [ -s "$data/mosquitto.db" ] || fail "mosquitto wrote no database to its persistence_location: $(cat "$work/mosquitto.log")"
 echo "deploy/container/mosquitto.conf: mosquitto $("$mosquitto" -h | sed -n 's/^mosquitto version //p') starts," \
     "keeps a retained message, saves to its data directory"
-echo "check-deploy: all good (not checked here: building or running the containers, which needs an engine)"
+echo "check-deploy: all good (the containers are built and run by `make check-container`)"

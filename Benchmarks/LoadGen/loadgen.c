@@ -26,7 +26,8 @@
  *                [--own-sources] [--server-pid PID] [--broker-pid PID] [--source-root R]
  * --source-root: where the playing devices' topics are when they are not under --topic-root (a cluster's slot's root
  * is R/slots/{slot}, its devices' R). --ready-file PATH: created when the measured phase starts, so that a script
- * running several loadgens can measure one window inside all their phases.
+ * running several loadgens can measure one window inside all their phases. --accessory-prefix P: accessory ids are
+ * "P-{index}" ("acc-{index}" by default), so that several loadgens can share one bridge.
  * With --server-pid / --broker-pid, the CPU time (utime + stime from /proc/PID/stat) those processes used during the
  * measured phase is reported per result.
  */
@@ -71,6 +72,7 @@ struct options {
     const char *topic_root;
     const char *source_root; /* the playing devices' root: the topic root unless --source-root (a cluster's slot) */
     const char *ready_file;  /* --ready-file: created when the measured phase starts (several loadgens, one window) */
+    const char *accessory_prefix; /* accessory ids are "{prefix}-{index}" ("acc" unless --accessory-prefix) */
     const char *hub;
     char client_id[64];
     long accessories;
@@ -152,7 +154,7 @@ static void usage(FILE *out)
             "               [--rate N (0: flood)] [--seconds S] [--reports N] [--drain S] [--settle S]\n"
             "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources] [--server-pid PID]\n"
             "               [--broker-pid PID] [--source-root R]\n"
-            "               [--ready-file PATH]\n");
+            "               [--ready-file PATH] [--accessory-prefix P]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -215,6 +217,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 {
     *opt = (struct options){
         .host = "127.0.0.1", .port = 1883, .topic_root = "audio", .hub = "load-hub", .accessories = 1000,
+        .accessory_prefix = "acc",
         .rate = 0, .seconds = 10, .reports = 0, .drain = 5, .settle = 1, .ready_timeout = 30, .setup_timeout = 60,
     };
     snprintf(opt->client_id, sizeof opt->client_id, "loadgen-%ld", (long)getpid());
@@ -247,6 +250,8 @@ static int parse_options(int argc, char **argv, struct options *opt)
             opt->source_root = value;
         } else if (strcmp(arg, "--ready-file") == 0) {
             opt->ready_file = value;
+        } else if (strcmp(arg, "--accessory-prefix") == 0) {
+            opt->accessory_prefix = value;
             ok = value[0] != '\0' && strpbrk(value, "+#") == NULL;
         } else if (strcmp(arg, "--hub") == 0) {
             opt->hub = value;
@@ -395,7 +400,7 @@ static void record_failure(struct loadgen *lg, const char *accessory, const Audi
     }
 }
 
-/* Accessory index from "{prefix}acc-{index}/result"; -1 for the probe, -2 for anything else. */
+/* Accessory index from "{result prefix}{accessory prefix}-{index}/result"; -1 for the probe, -2 for anything else. */
 static long result_index(const struct loadgen *lg, const char *topic)
 {
     if (strncmp(topic, lg->result_prefix, lg->result_prefix_len) != 0) {
@@ -405,12 +410,13 @@ static long result_index(const struct loadgen *lg, const char *topic)
     if (strcmp(id, PROBE_ID "/result") == 0) {
         return -1;
     }
-    if (strncmp(id, "acc-", 4) != 0) {
+    size_t prefix = strlen(lg->opt.accessory_prefix);
+    if (strncmp(id, lg->opt.accessory_prefix, prefix) != 0 || id[prefix] != '-') {
         return -2;
     }
     char *end;
-    long index = strtol(id + 4, &end, 10);
-    if (end == id + 4 || strcmp(end, "/result") != 0 || index < 0 || index >= lg->opt.accessories) {
+    long index = strtol(id + prefix + 1, &end, 10);
+    if (end == id + prefix + 1 || strcmp(end, "/result") != 0 || index < 0 || index >= lg->opt.accessories) {
         return -2;
     }
     return index;
@@ -909,7 +915,8 @@ static int allocate(struct loadgen *lg)
     }
     lg->result_prefix_len = (size_t)length;
     for (size_t i = 0; i < count; i++) {
-        snprintf(lg->topics + i * MAX_TOPIC, MAX_TOPIC, "%sacc-%zu/telemetry", lg->result_prefix, i);
+        snprintf(lg->topics + i * MAX_TOPIC, MAX_TOPIC, "%s%s-%zu/telemetry", lg->result_prefix,
+                 lg->opt.accessory_prefix, i);
     }
     return 0;
 }

@@ -1,12 +1,14 @@
 import AccessoryModel
 import HeapModule
 
-/// When each accessory's diagnostics and the routing engine's resume windows next need a tick. An entry whose owner
-/// has nothing to do by then costs one harmless tick; nothing is ever removed early.
+/// When each accessory's diagnostics, the routing engine's resume windows and hubs' offline grace next need a tick.
+/// An entry whose owner has nothing to do by then costs one harmless tick; nothing is ever removed early.
 struct Agenda: Sendable {
     enum Owner: Hashable, Sendable {
         case routing
         case accessory(AccessoryID)
+        /// A hub that said offline: its grace ends.
+        case hubOffline(HubID)
     }
 
     private struct Entry: Comparable, Sendable {

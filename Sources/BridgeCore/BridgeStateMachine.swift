@@ -17,6 +17,10 @@ public struct BridgeStateMachine: Sendable {
         public var routing = RoutingEngine.Policy()
         /// At most one rebirth request per accessory per interval, however many gaps its telemetry shows.
         public var rebirthInterval: Duration = .seconds(10)
+        /// How long a hub may be offline before its accessories turn stale (and rule 1 releases their routes): a hub
+        /// back within it (a broker restart, a network blip, its own reconnection) changes nothing, and the playing
+        /// devices keep playing. Zero: at once.
+        public var hubOfflineGrace: Duration = .seconds(10)
 
         public init() {}
     }
@@ -33,6 +37,8 @@ public struct BridgeStateMachine: Sendable {
     private var republishing: [AccessoryID] = []
     /// Hubs whose retained status says online.
     public private(set) var hubsOnline: Set<HubID> = []
+    /// Hubs that said offline less than ``Policy/hubOfflineGrace`` ago, and when: their accessories are not stale yet.
+    private var hubsGoingOffline: [HubID: Timestamp] = [:]
     /// In a cluster, the slot this machine serves: other slots' hubs are refused.
     public let slot: ClusterSlot?
     /// The ownership epoch every state and command carries (0 for a single bridge).
@@ -183,9 +189,25 @@ public struct BridgeStateMachine: Sendable {
         return actions
     }
 
-    /// A hub's retained status: its accessories turn stale while it is offline, and take part again when it is back.
+    /// A hub's retained status: its accessories turn stale once it has been offline for ``Policy/hubOfflineGrace``,
+    /// and take part again when it is back (one back within the grace changes nothing).
     public mutating func hubStatus(_ hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
-        if online { hubsOnline.insert(hub) } else { hubsOnline.remove(hub) }
+        if online {
+            hubsOnline.insert(hub)
+            if hubsGoingOffline.removeValue(forKey: hub) != nil { return [] }
+            return availabilityChanged(of: hub, online: true, at: now)
+        }
+        hubsOnline.remove(hub)
+        guard policy.hubOfflineGrace > .zero else { return availabilityChanged(of: hub, online: false, at: now) }
+        if hubsGoingOffline[hub] == nil {
+            hubsGoingOffline[hub] = now
+            agenda.schedule(.hubOffline(hub), at: now + policy.hubOfflineGrace)
+        }
+        return []
+    }
+
+    /// The accessories of `hub` turn stale (`online` false) or take part again.
+    private mutating func availabilityChanged(of hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
         var actions: [BridgeAction] = []
         var rerouted: [AccessoryID] = []
         for id in store.ids(of: hub) {
@@ -221,6 +243,11 @@ public struct BridgeStateMachine: Sendable {
             switch owner {
             case .routing:
                 agenda.scheduleRouting(at: routing.tick(at: now).nextDeadline)
+            case .hubOffline(let hub):
+                // Still offline since then: its accessories turn stale now.
+                guard let since = hubsGoingOffline[hub], now >= since + policy.hubOfflineGrace else { continue }
+                hubsGoingOffline[hub] = nil
+                actions += availabilityChanged(of: hub, online: false, at: now)
             case .accessory(let id):
                 var machine = self.machine(for: id)
                 guard let accessory = machine.tick(at: now) else { continue }

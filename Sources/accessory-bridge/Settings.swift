@@ -154,6 +154,9 @@ enum Settings {
             "diagnostics-grace-period", \.bridge.policy.accessory.diagnosticsGracePeriod,
             "Seconds a declared capability may go unreported before it gets a diagnostic."),
         .seconds(
+            "hub-offline-grace", \.bridge.policy.hubOfflineGrace,
+            "Seconds a hub may be offline before its accessories turn stale and their routes are released (0: at once)."),
+        .seconds(
             "session-expiry", \.bridge.sessionExpiry,
             "Seconds the broker keeps the bridge's session (and the telemetry for it) while it is away."),
         .parsed(

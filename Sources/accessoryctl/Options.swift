@@ -64,10 +64,7 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The filter of every topic of `kind`: in a cluster, the hubs' and accessories' under every slot's root.
     func filter(_ kind: Topic.Kind) throws -> String {
-        let root = try root
-        let filter = kind.filter(under: root)
-        guard try clusterSlots != nil, kind != .sourceState, kind != .sourceCommands else { return filter }
-        return "\(root.rawValue)/slots/+" + filter.dropFirst(root.rawValue.count)
+        try clusterSlots == nil ? kind.filter(under: root) : kind.filterInEverySlot(under: root)
     }
 
     /// The root `topic` is under: in a cluster, its slot's (`R/slots/{n}`) when it is one's, else the root.

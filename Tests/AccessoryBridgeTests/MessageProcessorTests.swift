@@ -396,6 +396,9 @@ import Testing
         let offline = Audioaccessory_V1_HubStatus.with { $0.online = false }
         #expect(codec.encode(offline, as: .protobuf).isEmpty)
         send("audio/hubs/hub-1/status", codec.encode(offline, as: .protobuf))
+        #expect(recorder.take().allSatisfy { !$0.topic.hasPrefix("audio/accessories/headphones") }, "within the grace")
+        clock.advance(.seconds(10))
+        processor.tick()
         let published = recorder.take()
         #expect(try commands(published).map(\.1.action) == [.release])
         #expect(try commands(published).map(\.1.reason) == [.accessoryIneligible])

@@ -82,6 +82,37 @@ import Testing
         #expect(Topic.Kind.responses.filter(under: .default, hub: Self.hub) == "audio/hubs/hub-1/responses/#")
     }
 
+    /// In a cluster the hubs' and accessories' topics are under a slot's root, the devices' under the cluster's.
+    @Test func aClusterSlotsTopics() {
+        let slots = ClusterSlots(12)!
+        let slot = slots.slot(of: Self.hub)
+        #expect(slots.root(of: Self.hub, under: .default).rawValue == "audio/slots/\(slot)")
+        #expect(Topic.Kind.telemetry.filterInEverySlot(under: .default)
+            == "audio/slots/+/hubs/+/accessories/+/telemetry")
+        #expect(Topic.Kind.sourceCommands.filterInEverySlot(under: .default) == "audio/sources/+/commands")
+        #expect(Topic.Kind.hubStatus.filterInEverySlot(under: .default, hub: Self.hub) == "audio/slots/+/hubs/hub-1/status")
+        #expect(ClusterSlots.domain(of: HubID("home-1--kitchen")!) == "home-1")
+        #expect(ClusterSlots.domain(of: HubID("home-1-kitchen")!) == "home-1-kitchen")
+        #expect(slots.slot(of: HubID("home-1--kitchen")!) == slots.slot(of: HubID("home-1--bedroom")!))
+    }
+
+    /// A hub's role names only its own hub id, in one bridge's topics and in every slot's; the bridge's role covers
+    /// every slot; a device's stays under the cluster's root.
+    @Test func rolesCoverAClustersTopics() {
+        let hub = BrokerRole.hub(Self.hub, root: .default)
+        #expect(hub.writes.contains("audio/slots/+/hubs/hub-1/accessories/+/telemetry"))
+        #expect(hub.writes.contains("audio/hubs/hub-1/accessories/+/telemetry"))
+        #expect((hub.writes + hub.reads).allSatisfy { $0.contains("/hubs/hub-1/") }, "\(hub)")
+        let bridge = BrokerRole.bridge(root: .default, homeAssistantPrefix: "homeassistant")
+        #expect(bridge.reads.contains("audio/slots/+/hubs/+/accessories/+/telemetry"))
+        #expect(bridge.writes.contains("audio/slots/+/accessories/+/state"))
+        #expect(bridge.writes.contains("audio/slots/+/bridge/rebuild/#"))
+        #expect(!bridge.writes.contains("audio/slots/+/sources/+/commands") && bridge.writes.contains("audio/sources/+/commands"))
+        #expect(Set(bridge.writes).count == bridge.writes.count && Set(bridge.reads).count == bridge.reads.count)
+        let automation = BrokerRole.homeAutomation(root: .default, homeAssistantPrefix: "homeassistant")
+        #expect(automation.writes.contains("audio/slots/+/accessories/+/controls"))
+    }
+
     @Test(arguments: malformed)
     func explainsWhatIsWrong(_ name: String, _ reason: String) {
         let error = #expect(throws: TopicError.self) { try Topic(parsing: name, under: .default) }

@@ -151,17 +151,47 @@ import Testing
 
     // MARK: - Hubs, time, what could not be sent
 
-    @Test mutating func aHubGoingOfflineTouchesOnlyItsOwnAccessories() {
+    @Test mutating func aHubGoingOfflineTouchesOnlyItsOwnAccessoriesOnceItsGraceEnds() {
         setUpHeadphones()
         _ = send(.paired(name: "Other", model: "O", hardwareCapabilities: .all), 1, from: Self.hub2,
             about: AccessoryID("other")!)
         _ = send(.placement(.onHead), 4)
-        let actions = core.hubStatus(Self.hub2, online: false, at: now)
+        #expect(core.hubStatus(Self.hub2, online: false, at: now).isEmpty, "within the grace: nothing yet")
+        #expect(core.nextDeadline == now + .seconds(10))
+        let actions = core.tick(at: now + .seconds(10))
         #expect(Self.states(actions).map(\.accessory.id) == [AccessoryID("other")!])
         #expect(Self.commands(actions).isEmpty)
-        let mine = core.hubStatus(Self.hub1, online: false, at: now)
+        now = now + .seconds(10)
+        #expect(core.hubStatus(Self.hub1, online: false, at: now).isEmpty)
+        let mine = core.tick(at: now + .seconds(10))
         #expect(Self.commands(mine).map(\.action) == [.release])
         #expect(Self.states(mine).first?.accessory.isStale == true)
+    }
+
+    /// A hub that comes back within the grace (a broker restart sends its will, then it reconnects) changes nothing:
+    /// no state, no command, and the device keeps playing on the headphones.
+    @Test mutating func aHubBackWithinItsGraceChangesNothing() {
+        setUpHeadphones()
+        _ = send(.placement(.onHead), 4)
+        #expect(core.hubStatus(Self.hub1, online: false, at: now).isEmpty)
+        #expect(!core.hubsOnline.contains(Self.hub1))
+        #expect(core.hubStatus(Self.hub1, online: false, at: now + .seconds(3)).isEmpty, "its retained will again")
+        #expect(core.hubStatus(Self.hub1, online: true, at: now + .seconds(4)).isEmpty)
+        #expect(core.hubsOnline.contains(Self.hub1))
+        #expect(core.tick(at: now + .seconds(30)).isEmpty, "the grace's deadline finds it online")
+        #expect(core.state(of: Self.headphones)?.accessory.isStale == false)
+        #expect(core.state(of: Self.headphones)?.routedSource == Self.phone)
+    }
+
+    @Test mutating func withNoGraceAnOfflineHubIsStaleAtOnce() {
+        var policy = BridgeStateMachine.Policy()
+        policy.hubOfflineGrace = .zero
+        core = BridgeStateMachine(policy: policy, instanceID: "t")
+        setUpHeadphones()
+        _ = send(.placement(.onHead), 4)
+        let actions = core.hubStatus(Self.hub1, online: false, at: now)
+        #expect(Self.commands(actions).map(\.action) == [.release])
+        #expect(Self.states(actions).first?.accessory.isStale == true)
     }
 
     @Test mutating func diagnosticsComeDueAtTheirDeadline() {

@@ -7,6 +7,10 @@ import AccessoryModel
 ///
 /// A client may subscribe to any filter; only what its role reads is delivered to it, retained messages included, and
 /// only what its role writes is accepted from it (its will included).
+///
+/// Each role covers one bridge's topics and a cluster's (docs/scale-out.md), where the hubs' and accessories' topics
+/// are under a slot's root, `R/slots/{slot}`: a hub's role still names only its own hub id, in every slot (its own
+/// slot's owner refuses it elsewhere).
 public struct BrokerRole: Hashable, Sendable {
     /// The role's name on the broker: `bridge`, `home-automation`, `hub:hub-1`, `device:123456789abc`.
     public var name: String
@@ -25,8 +29,12 @@ public struct BrokerRole: Hashable, Sendable {
     public static func hub(_ hub: HubID, root: TopicRoot) -> BrokerRole {
         BrokerRole(
             name: "hub:\(hub)",
-            writes: [Topic.Kind.telemetry, .hubStatus].map { $0.filter(under: root, hub: hub) },
-            reads: [Topic.Kind.result, .rebirth, .responses].map { $0.filter(under: root, hub: hub) })
+            writes: [Topic.Kind.telemetry, .hubStatus].flatMap {
+                [$0.filter(under: root, hub: hub), $0.filterInEverySlot(under: root, hub: hub)]
+            },
+            reads: [Topic.Kind.result, .rebirth, .responses].flatMap {
+                [$0.filter(under: root, hub: hub), $0.filterInEverySlot(under: root, hub: hub)]
+            })
     }
 
     /// A playing device, named by its Bluetooth address: its own state; it reads its own commands.
@@ -44,12 +52,12 @@ public struct BrokerRole: Hashable, Sendable {
         let discovery = "\(homeAssistantPrefix)/device/+/config"
         return BrokerRole(
             name: "bridge",
-            writes: [
+            writes: everywhere([
                 Topic.Kind.result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .accessoryView,
                 .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView,
-            ].map { $0.filter(under: root) } + [root.rebuildMarkers, discovery],
-            reads: [Topic.Kind.telemetry, .hubStatus, .sourceState, .accessoryState, .controls].map { $0.filter(under: root) }
-                + [root.rebuildMarkers, "\(homeAssistantPrefix)/status", discovery])
+            ], root) + markers(root) + [discovery],
+            reads: everywhere([.telemetry, .hubStatus, .sourceState, .accessoryState, .controls], root) + markers(root)
+                + ["\(homeAssistantPrefix)/status", discovery])
     }
 
     /// Home automation, Home Assistant among it: the controls of accessories and Home Assistant's birth message; it
@@ -57,10 +65,22 @@ public struct BrokerRole: Hashable, Sendable {
     public static func homeAutomation(root: TopicRoot, homeAssistantPrefix: String) -> BrokerRole {
         BrokerRole(
             name: "home-automation",
-            writes: [Topic.Kind.controls.filter(under: root), "\(homeAssistantPrefix)/status"],
-            reads: [
+            writes: everywhere([.controls], root) + ["\(homeAssistantPrefix)/status"],
+            reads: everywhere([
                 Topic.Kind.accessoryState, .sourceState, .hubStatus, .bridgeStatus, .controlsResult, .accessoryView,
                 .accessoryEvents, .bridgeView, .bridgeAvailability, .hubAvailability,
-            ].map { $0.filter(under: root) } + ["\(homeAssistantPrefix)/#"])
+            ], root) + ["\(homeAssistantPrefix)/#"])
+    }
+
+    /// The filters of `kinds` for one bridge and in every slot of a cluster (each once).
+    private static func everywhere(_ kinds: [Topic.Kind], _ root: TopicRoot) -> [String] {
+        kinds.flatMap { kind in
+            kind.isSlotted ? [kind.filter(under: root), kind.filterInEverySlot(under: root)] : [kind.filter(under: root)]
+        }
+    }
+
+    /// A bridge's start-up markers, and each slot's.
+    private static func markers(_ root: TopicRoot) -> [String] {
+        [root.rebuildMarkers, "\(root.rawValue)/slots/+/bridge/rebuild/#"]
     }
 }

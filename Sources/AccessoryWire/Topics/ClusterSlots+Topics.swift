@@ -14,6 +14,25 @@ extension ClusterSlots {
     }
 }
 
+extension Topic.Kind {
+    /// Whether, in a cluster, topics of this kind live under a slot's root (all but the playing devices', which stay
+    /// under the cluster's root).
+    public var isSlotted: Bool { self != .sourceState && self != .sourceCommands }
+
+    /// The filter of every topic of this kind in a cluster: under every slot's root (`R/slots/+/…`) for a slotted
+    /// kind, under `root` for the playing devices'.
+    public func filterInEverySlot(under root: TopicRoot) -> String {
+        let filter = filter(under: root)
+        guard isSlotted else { return filter }
+        return "\(root.rawValue)/slots/+" + filter.dropFirst(root.rawValue.count)
+    }
+
+    /// ``filterInEverySlot(under:)`` for one hub's topics.
+    public func filterInEverySlot(under root: TopicRoot, hub: HubID) -> String {
+        filterInEverySlot(under: root).replacingOccurrences(of: "/hubs/+/", with: "/hubs/\(hub)/")
+    }
+}
+
 extension ClusterSlot {
     /// This slot's topic root under the cluster's.
     public func root(under root: TopicRoot) -> TopicRoot {
