@@ -193,4 +193,4 @@ broker_pid=
 [ -s "$data/mosquitto.db" ] || fail "mosquitto wrote no database to its persistence_location: $(cat "$work/mosquitto.log")"
 echo "deploy/container/mosquitto.conf: mosquitto $("$mosquitto" -h | sed -n 's/^mosquitto version //p') starts," \
     "keeps a retained message, saves to its data directory"
-echo "check-deploy: all good (the containers are built and run by `make check-container`)"
+echo 'check-deploy: all good (the containers are built and run by make check-container)'
