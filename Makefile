@@ -68,9 +68,9 @@ vectors:
 	AUDIO_UPDATE_VECTORS=1 $(SWIFT) test --filter GoldenVectorTests
 
 ## bench: the release-build pipeline benchmark (decode -> model -> routing -> encode, one core), built as the bridge
-## that `make bench-e2e` runs. Not with -cross-module-optimization: Swift 6.3.1 crashes in IRGen on
-## MessageProcessor.handle, where BridgeStateMachine.allStates()'s lazy sequence is inlined (@inline(never) there
-## avoids it), and it made no difference (83,000 against 81,700 messages/s with --no-home-automation).
+## that `make bench-e2e` runs. Not with -cross-module-optimization: when it was tried, Swift 6.3.1 crashed in IRGen on
+## the bridge's message handler, and it made no difference (83,000 against 81,700 messages/s with
+## --no-home-automation).
 ## `make bench ARGS="1000000 10000 3 --no-home-automation"`
 bench: deps
 	$(SWIFT) build -c release --product pipeline-benchmark --scratch-path .build-bench

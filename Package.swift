@@ -230,7 +230,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // What several test targets share: a seeded random number generator, a real mosquitto on a free port, a log
+        // What several test targets share: a seeded random number generator, a real mosquitto and a real etcd on free
+        // ports, child processes that end with their test, the built products' paths, waits for a condition, a log
         // recorder.
         .target(
             name: "TestSupport",

@@ -175,6 +175,7 @@ for k in $(seq "$kills"); do
     held=$(python3 scripts/lib/cluster_log.py owners "$work/$cluster"-*.log | awk -v m="$victim" '$2 == m {print $1}' | paste -sd,)
     killed=$(date +%s.%N)
     kill -9 "${pid_of[$victim]}"
+    wait "${pid_of[$victim]}" 2>/dev/null || true   # reaped here, so that bash does not report it "Killed"
     sleep 1
     start_member "$cluster" "$victim" "$slots"
     for _ in $(seq 300); do
@@ -222,6 +223,7 @@ if [ "$big" -gt 0 ]; then
     held=$(python3 scripts/lib/cluster_log.py owners "$work/$cluster"-*.log | awk -v m="$victim" '$2 == m {print $1}' | paste -sd,)
     killed=$(date +%s.%N)
     kill -9 "${pid_of[b1]}"
+    wait "${pid_of[b1]}" 2>/dev/null || true
     for _ in $(seq 1200); do
         [ "$(python3 scripts/lib/cluster_log.py gaps "$killed" "$held" "$work/$cluster"-*.log | wc -l)" -ge \
             "$(tr ',' '\n' <<<"$held" | grep -c .)" ] && break

@@ -56,12 +56,10 @@ public final class AccessoryBridgeService: Service {
         root = TopicRoots(configuration.topicRoot, slot: slot).root
         let startedAt = clock.now
         var mqtt = configuration.mqtt
-        // A persistent session: telemetry that arrives while the bridge is away waits for it.
+        // A persistent session: telemetry that arrives while the bridge is away waits for it, as long as the session
+        // outlives the absence. (The send window's width is MQTTConfiguration.maximumInflightMessages's, which says
+        // why it stays narrow.)
         mqtt.cleanStart = false
-        // The send window stays narrow (MQTTConfiguration.maximumInflightMessages): libmosquitto walks its list of
-        // outgoing messages on every acknowledgement, so 8,192 in flight spent 68% of the bridge's time there
-        // (`make bench-e2e` with PERF=1). A crash can leave answers unsent behind a narrow window; hubs retry until
-        // they get an answer, and a retry is answered with its original outcome (see "For hub authors").
         mqtt.sessionExpiry = configuration.sessionExpiry
         let statuses = BridgeStatuses(root: root, format: configuration.payloadFormat, version: configuration.version)
         let will = statuses.status(online: false, since: startedAt)

@@ -11,7 +11,7 @@ public struct BridgeConfiguration: Sendable {
     /// The first levels of every topic.
     public var topicRoot: TopicRoot = .default
     /// What the bridge's state machine decides with: the resume and interruption windows (routing rules 4 and 11),
-    /// the diagnostics' grace period, the rebirth interval.
+    /// the diagnostics' grace period, the rebirth interval, the grace before an offline hub's accessories turn stale.
     public var policy = BridgeStateMachine.Policy()
     /// The format of commands, and of states and results that no request's format decides.
     public var payloadFormat: PayloadFormat = .protobuf

@@ -15,7 +15,8 @@ struct BridgeMetrics: Sendable {
     let results: [String: Counter]
     /// Switch commands by action.
     let commands: [SwitchCommand.Action: Counter]
-    /// Publishes libmosquitto refused (while disconnected: beyond the bound of what waits for the next connection).
+    /// Publishes the MQTT client refused: its queue full (beyond the bound of what waits, connected or not), or
+    /// libmosquitto refusing the message.
     let publishFailures: Counter
     /// MQTT 5 response topics outside the requesting hub's own `R/hubs/{hub}/responses/`, which the bridge ignores.
     let refusedResponseTopics: Counter

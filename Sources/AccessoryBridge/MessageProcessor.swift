@@ -11,7 +11,7 @@ import MQTTClient
 /// ``BridgeStateMachine`` with the time, and publishes the actions it returns, with what home automation is owed
 /// (``HomeAutomationStateMachine``). It decides nothing itself.
 ///
-/// One thread owns it: libmosquitto's network thread, which delivers messages, connection changes and wake-ups (see
+/// One thread owns it: the MQTT client's network thread, which delivers messages, connection changes and wake-ups (see
 /// ``MQTTClientHandler``) one at a time. Before it starts, the rebuild's task runs ``restore(_:)-(RetainedMessage)``
 /// for each retained state, which the start-up reader's network thread decodes meanwhile (``decodeRetained(_:)``
 /// reads no state). Nothing is locked, and nothing is published under a lock. The owner is checked where the state is
@@ -558,7 +558,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 on ? "could not subscribe to a playing device's state" : "could not unsubscribe",
                 metadata: ["mqtt.filter": "\(topic)", "error": "\(error)"])
         }
-        // Remembered by the client across reconnections either way: nothing to do again later.
+        // Not connected now: the client remembers the subscription and sends it at the next connection. Refused
+        // otherwise (an invalid filter, no memory): logged above, and not tried again.
         return true
     }
 

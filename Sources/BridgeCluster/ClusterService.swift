@@ -268,15 +268,23 @@ public final class ClusterService: Service {
                 }
             case .release(let slot, let epoch):
                 chain(slot) {
-                    // Tried until etcd answers: a claim left behind would keep the slot from its new owner until the
-                    // lease ends (which a failing etcd brings soon enough).
+                    // Tried 8 times over about 8 s: a claim left behind keeps the slot from its new owner only until
+                    // this member's lease ends, which an etcd that fails this long soon brings.
+                    var deleted = false
                     for attempt in 0..<8 {
                         if await service.timed("release", { try await store.delete(keys.slot(slot), createdAt: epoch) }) != nil {
+                            deleted = true
                             break
                         }
                         try? await Task.sleep(for: .milliseconds(100 << min(attempt, 4)))
                     }
-                    service.logger.info("released a slot", metadata: ["slot": "\(slot)", "epoch": "\(epoch)"])
+                    if deleted {
+                        service.logger.info("released a slot", metadata: ["slot": "\(slot)", "epoch": "\(epoch)"])
+                    } else {
+                        service.logger.warning(
+                            "could not release a slot: etcd did not answer; its claim ends with this member's lease",
+                            metadata: ["slot": "\(slot)", "epoch": "\(epoch)"])
+                    }
                     post.yield(.released(slot))
                 }
             case .startSlot(let slot, let epoch):

@@ -5,7 +5,8 @@ import Synchronization
 /// An MQTT 5 client over libmosquitto, with automatic reconnection.
 ///
 /// - Everything the client calls — messages, connection changes, wake-ups — goes to one ``MQTTClientHandler``, given
-///   to ``start(_:)``, on libmosquitto's network thread, one call at a time: that thread can own the handler's state.
+///   to ``start(_:)``, on the client's network thread (its own `poll` loop over libmosquitto's read, write and misc
+///   calls), one call at a time: that thread can own the handler's state.
 ///   Messages arrive already copied into Swift values. (libmosquitto acknowledges a QoS 1 message before the call.)
 /// - Subscriptions are remembered and sent again after every (re)connect.
 /// - After a lost connection the client reconnects by itself, waiting ``MQTTConfiguration/reconnectDelay`` and

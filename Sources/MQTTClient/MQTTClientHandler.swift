@@ -8,8 +8,8 @@ public protocol MQTTClientHandler: AnyObject, Sendable {
     func received(_ message: MQTTMessage)
     /// A connection change.
     func event(_ event: MQTTEvent)
-    /// How long until the network thread should call ``wake()``, or `nil` for no wake-up. Asked after every call of
-    /// this handler and at each turn of the loop, connected or not.
+    /// How long until the network thread should call ``wake()``, or `nil` for no wake-up. Asked twice at each turn
+    /// of the loop (before it waits, and after what it read), connected or not.
     func timeUntilWake() -> Duration?
     /// The time ``timeUntilWake()`` asked for came: run what is due.
     func wake()

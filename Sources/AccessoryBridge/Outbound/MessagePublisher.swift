@@ -11,7 +11,8 @@ public protocol MessagePublisher: Sendable {
     /// Stops reading `filter`.
     func unsubscribe(_ filter: String) throws(MQTTError)
 
-    /// How many messages wait to be sent (for the outbound queue gauge).
+    /// How many messages wait to be sent: for the outbound queue gauge, and so that announcing to home automation
+    /// goes on only while little waits.
     var pendingMessages: Int { get }
 }
 

@@ -34,7 +34,7 @@
 ///     source disconnected, played something itself or was paused on the device, or more than the interruption
 ///     window passed.
 /// 12. **The person's controls**: with automatic switching off, the engine lets go of the accessory without a command
-///     and never routes, pauses or resumes for it; turned back on, the accessory is as if just put on (rule 3). A
+///     and never routes, pauses or resumes for it; turned back on, the accessory is as if just put on (rule 4). A
 ///     pinned source is its only candidate: another one routed to it is paused, and the pinned one routed if active
 ///     (``SwitchCommand/Reason/controlsChanged``); unpinned, the other connected sources are candidates again.
 ///

@@ -18,7 +18,8 @@ final class ClientCore: Sendable {
     let handle: MosquittoHandle
     let state = Mutex(ClientState())
     /// `true` while `handle` may be used by API calls; held during each such call, so that ``release()`` waits
-    /// for them. libmosquitto is never called with `state` held, and the callbacks never take this lock.
+    /// for them. Taken before `state` when both are held (a publish: `mosquitto_publish_v5` only queues, and never
+    /// calls back). The network loop calls libmosquitto holding neither, so its callbacks may take both.
     let library = Mutex(true)
     /// Wakes the network thread from its `poll`.
     let wakePipe: WakePipe

@@ -10,8 +10,9 @@ import Darwin
 /// bookkeeping. Each is checked where it is touched (as swift-nio's `NIOLoopBound` does): in a debug build, touching
 /// it from another thread stops the program. The handler and `receiving` are set once before that thread starts, and
 /// read by ``ClientCore/release()`` after it ended.
-// @unchecked Sendable: every mutable field below is read and written on the network thread only, which `owned`
-// checks (debug builds); `thread` itself is written by that thread first thing (or, for a publishing session, by its
+// @unchecked Sendable: every mutable field below but `_handler` and `_receiving` is read and written on the network
+// thread only, which `owned` checks (debug builds); those two are set before that thread starts and read after it
+// ended (above), unchecked; `thread` itself is written by that thread first thing (or, for a publishing session, by its
 // receiving session's thread before it runs it) and only compared with the caller's thread after that.
 final class LoopContext: @unchecked Sendable {
     /// The network thread, once it runs.

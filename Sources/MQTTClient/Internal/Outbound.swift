@@ -5,8 +5,9 @@ extension ClientCore {
     /// cannot wait: it is sent or refused at once).
     ///
     /// Deciding and handing the message to libmosquitto happen under one lock, as in ``sendPending()``: a message
-    /// published from another thread (the handler, when a publishing session sends for it) can never overtake one
-    /// the network thread took from the queue and has not handed on yet.
+    /// published by any caller (an API user's thread, or the handler on the network thread that also runs this
+    /// publishing session) can never overtake one that ``sendPending()`` took from the queue and has not handed on
+    /// yet.
     func submit(_ message: MQTTMessage) throws(MQTTError) {
         let window = configuration.maximumInflightMessages
         let limit = configuration.maximumPendingMessages
