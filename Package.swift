@@ -219,7 +219,13 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
-        .testTarget(name: "AccessoryBridgeCommandTests", dependencies: ["accessory-bridge"]),
+        .testTarget(
+            name: "AccessoryBridgeCommandTests",
+            dependencies: [
+                "accessory-bridge", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The bridge, its client and its tools against a real mosquitto.
         .testTarget(
             name: "BridgeIntegrationTests",

@@ -3,6 +3,7 @@
 # a table of runs, then every failing test with the runs it failed in. Each run's output is kept in
 # .build-stress/<date>/run-N.log; a failed run also keeps its temporary directory (brokers' configurations and
 # logs, the bridges' logs: KEEP_BROKER_FILES=1) in run-N.tmp, so that a flake can be read and reproduced.
+# Each run builds the C SDK's checks from the working tree (as `make test` does): leave the sources alone meanwhile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,7 @@ mkdir -p "$out"
 # The tests a run's log names as failing: Swift Testing marks each "✘ Test name() failed ..." (or "recorded an
 # issue"), and the whole run "✘ Test run with N tests ... failed".
 failing_tests() {
-    sed -n 's/^✘ Test \(.*\) \(failed\|recorded an issue\).*/\1/p' "$1" | grep -v '^run with ' | sort -u
+    sed -n 's/^✘ Test \([^ ]*\) \(failed\|recorded an issue\).*/\1/p' "$1" | grep -v '^run$' | sort -u
 }
 
 hogs=()

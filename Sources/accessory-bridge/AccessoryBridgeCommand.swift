@@ -77,9 +77,21 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         } else {
             services.append(bridge)
         }
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await Self.serviceGroup(services, logger: logger).run()
+    }
+
+    /// The bridge's services in one group, stopped gracefully by SIGTERM and SIGINT. When one of them ends (a start-up
+    /// failure, a stop), the others are shut down gracefully too, never cancelled: cancelled, Hummingbird's server
+    /// raced its own graceful shutdown against its closing channel, and now and then logged "Server shutdown error:
+    /// Already closed" after the bridge's last line, the error that says why it stopped.
+    static func serviceGroup(_ services: [any Service], logger: Logger) -> ServiceGroup {
+        let configurations = services.map {
+            ServiceGroupConfiguration.ServiceConfiguration(
+                service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
+                failureTerminationBehavior: .gracefullyShutdownGroup)
+        }
+        return ServiceGroup(
+            configuration: .init(services: configurations, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     }
 }
 
