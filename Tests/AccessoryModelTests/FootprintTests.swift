@@ -9,8 +9,8 @@ import Testing
         #expect(MemoryLayout<SourcePair>.stride == 16)
         #expect(MemoryLayout<Accessory>.stride == 184)
         #expect(MemoryLayout<RoutingAccessory>.stride == 48)
-        #expect(MemoryLayout<RoutingEngine.AccessoryEntry>.stride == 64)
-        #expect(MemoryLayout<RoutingEngine.SourceEntry>.stride == 48)
+        #expect(MemoryLayout<RoutingTable.AccessoryEntry>.stride == 64)
+        #expect(MemoryLayout<RoutingTable.SourceEntry>.stride == 48)
         #expect(MemoryLayout<SlotList>.stride == 8)
     }
 
