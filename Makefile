@@ -165,6 +165,17 @@ bench-overload: deps .build-e2e/loadgen
 	ACCESSORIES=$(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),100000) RATE=$(OVERLOAD_RATE) \
 		BRIDGE_ARGS="$(BRIDGE_ARGS)" scripts/overload-bench.sh
 
+## bench-announce: ACCESSORIES (1,000,000) set up with discovery on, then telemetry at RATE reports/s (2,000) for
+## WINDOW seconds (120), undisturbed and while Home Assistant's birth message makes the bridge announce every accessory
+## again: p50/p99/max of each, and how long the announce took (scripts/announce-bench.sh).
+WINDOW ?= 120
+.PHONY: bench-announce
+bench-announce: deps .build-e2e/loadgen
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	ACCESSORIES=$(if $(filter command line,$(origin ACCESSORIES)),$(ACCESSORIES),1000000) \
+		RATE=$(if $(filter command line,$(origin RATE)),$(RATE),2000) WINDOW=$(WINDOW) BRIDGE_ARGS="$(BRIDGE_ARGS)" \
+		scripts/announce-bench.sh
+
 ## soak: a release bridge under a steady paced load for MINUTES (60), RSS every minute; fails if a report is lost,
 ## the bridge dies or logs an error (scripts/soak.sh).
 MINUTES      ?= 60
@@ -184,7 +195,9 @@ soak: deps .build-e2e/loadgen
 
 HUB_CC      ?= cc
 HUB_CFLAGS  ?= -std=c99 -O2 -g -Wall -Wextra -Werror
-HUB_VERSION := 0.1.0
+# 0.2.0: audiohub_stats_get and audiohub_accessory_get take the size of the caller's struct, so that those structs
+# can grow without breaking the ABI. No release had the 0.1 calls, so the soname stays libaudiohub.so.0.
+HUB_VERSION := 0.2.0
 HUB_BUILD   := .build-hub
 PREFIX      ?= /usr/local
 HUB_SRC     := $(wildcard Sources/CAudioHub/src/*.c) $(wildcard Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c)

@@ -261,11 +261,14 @@ let package = Package(
             name: "hub-sim", dependencies: ["CAudioHub", "CAccessoryWire", "CMosquitto"], path: "Sources/hub-sim",
             linkerSettings: [.linkedLibrary("m")]
         ),
+        // The SDK's private wire functions (Sources/CAudioHub/src/audiohub_internal.h, linked from its include/), for
+        // the cross-language tests; the header is never installed.
+        .target(name: "CAudioHubInternal", dependencies: ["CAudioHub"], path: "Tests/CAudioHubInternal"),
         // The SDK against Swift's golden vectors, a real mosquitto and the real bridge; hub-sim end to end.
         .testTarget(
             name: "HubSDKTests",
             dependencies: [
-                "CAudioHub", "AccessoryWire", "MQTTClient", "TestSupport",
+                "CAudioHub", "CAudioHubInternal", "AccessoryWire", "MQTTClient", "TestSupport",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"), .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
             }
         }
         audiohub_loop(hub, 0);
-        audiohub_stats_get(hub, &stats);
+        audiohub_stats_get(hub, &stats, sizeof stats);
     }
     /* Goodbye: the retained status says offline, then the loop sends it and closes. */
     audiohub_disconnect(hub);

@@ -53,6 +53,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// When the inbound message being handled arrived (for the histograms); `nil` between messages.
     private var receivedAt: ContinuousClock.Instant?
     private var heapTrimmer = HeapTrimmer()
+    /// Since when, and how many accessories, home automation is being announced to (for the log line at its end).
+    private var announcing: (since: ContinuousClock.Instant, accessories: Int)?
 
     /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
@@ -115,6 +117,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             } else if homeAutomation != nil {
                 let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
                 publish(homeAutomation?.firstConnected(accessories: accessories, hubsOnline: hubs))
+                announcingBegan(accessories.count)
             }
             connectedBefore = true
         case .queueDrained:
@@ -158,7 +161,20 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         if homeAutomation?.isAnnouncing == true, outbox.publisher.pendingMessages < Self.announcementQueueLimit {
             publish(homeAutomation?.nextSlice(budget: Self.announcementSlice) { core.state(of: $0) })
+            if homeAutomation?.isAnnouncing == false, let announcing {
+                self.announcing = nil
+                logger.info(
+                    "announced every accessory to home automation",
+                    metadata: [
+                        "accessories": "\(announcing.accessories)",
+                        "announce_ms": "\((ContinuousClock.now - announcing.since).wholeMilliseconds)",
+                    ])
+            }
         }
+    }
+
+    private func announcingBegan(_ accessories: Int) {
+        if homeAutomation?.isAnnouncing == true { announcing = (ContinuousClock.now, accessories) }
     }
 
     /// Accessories announced to Home Assistant per turn of the network loop, and how many messages may wait in the
@@ -208,6 +224,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             // Home Assistant (re)started ("online"): it needs every device again.
             let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
             publish(homeAutomation?.homeAssistantStatus(message.payload, accessories: accessories, hubsOnline: hubs))
+            announcingBegan(accessories.count)
             return
         }
         let topic: Topic

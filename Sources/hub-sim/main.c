@@ -1252,7 +1252,7 @@ static const char *mismatch(struct sim *sim, long index, const struct wire_state
 {
     struct accessory *accessory = &sim->accessories[index];
     struct audiohub_accessory cached;
-    if (audiohub_accessory_get(sim->hubs[accessory->hub], accessory->id, &cached) != AUDIOHUB_ERR_SUCCESS) {
+    if (audiohub_accessory_get(sim->hubs[accessory->hub], accessory->id, &cached, sizeof cached) != AUDIOHUB_ERR_SUCCESS) {
         snprintf(why, size, "the hub does not know it");
         return why;
     }
@@ -1370,7 +1370,7 @@ static void print_summary(struct sim *sim, const struct summary *s, long mismatc
     struct audiohub_stats total = {0};
     for (long h = 0; h < sim->opt.hubs; h++) {
         struct audiohub_stats stats;
-        audiohub_stats_get(sim->hubs[h], &stats);
+        audiohub_stats_get(sim->hubs[h], &stats, sizeof stats);
         total.resends += stats.resends;
         total.connections += stats.connections;
         total.rebirths += stats.rebirths;

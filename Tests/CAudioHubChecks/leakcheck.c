@@ -162,7 +162,7 @@ static void save_sequence(struct audiohub *hub, void *userdata, const char *acce
 static uint64_t last_sequence_of(struct audiohub *hub, const char *accessory)
 {
     struct audiohub_accessory view;
-    check(audiohub_accessory_get(hub, accessory, &view), "accessory_get");
+    check(audiohub_accessory_get(hub, accessory, &view, sizeof view), "accessory_get");
     return view.last_sequence;
 }
 
@@ -170,7 +170,7 @@ static void wait_idle(struct audiohub *hub, struct tally *tally)
 {
     for (int i = 0; i < 6000; i++) {
         struct audiohub_stats stats;
-        audiohub_stats_get(hub, &stats);
+        audiohub_stats_get(hub, &stats, sizeof stats);
         pthread_mutex_lock(&tally->mutex);
         bool done = stats.queued == 0 && tally->completed == tally->accepted;
         pthread_mutex_unlock(&tally->mutex);
@@ -286,7 +286,7 @@ int main(int argc, char **argv)
     }
     wait_idle(hub, &tally);
     struct audiohub_stats stats;
-    audiohub_stats_get(hub, &stats);
+    audiohub_stats_get(hub, &stats, sizeof stats);
     printf("leakcheck: %" PRIu64 " requests, %" PRIu64 " completed (none %" PRIu64 ", invalidRequest %" PRIu64
            ", accessoryNotCapable %" PRIu64 ", invalidated %" PRIu64 "), %" PRIu64 " resends, %" PRIu64
            " connections\n",
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
     accepted(&tally, audiohub_placement(hub, "leak-reborn", AUDIOHUB_PLACEMENT_ON_HEAD, completed, (void *)&EXPECT_NONE),
              "resync");
     wait_idle(hub, &tally);
-    audiohub_stats_get(hub, &stats);
+    audiohub_stats_get(hub, &stats, sizeof stats);
     last = last_sequence_of(hub, "leak-reborn");
     audiohub_destroy(hub); /* without a goodbye: the will */
     if (stats.resyncs != 1) {
@@ -331,7 +331,7 @@ int main(int argc, char **argv)
              "gap");
     /* Up to 60 s, as wait_window: under AddressSanitizer on a busy machine, seconds. */
     for (int i = 0; i < 6000; i++) {
-        audiohub_stats_get(hub, &stats);
+        audiohub_stats_get(hub, &stats, sizeof stats);
         if (stats.rebirth_requests == 3 && stats.queued == 0) {
             break;
         }
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 3000; i++) {
         audiohub_loop(hub, 10);
-        audiohub_stats_get(hub, &stats);
+        audiohub_stats_get(hub, &stats, sizeof stats);
         if (stats.queued == 0) {
             break;
         }

@@ -550,6 +550,43 @@ import Glibc
         #expect(audiohub_connect(handle, "mqtt://[::1]:1883", nil, nil) == AUDIOHUB_ERR_SUCCESS)
     }
 
+    /// The structs the SDK copies into the caller's memory only grow at their end, and each call says how much memory
+    /// the caller has: a firmware built against an older header gets what it knows (nothing written beyond), and one
+    /// built against a newer header gets zeros for the fields this library does not have.
+    @Test func countersAndViewsFillTheSizeTheCallerHas() throws {
+        var handle: OpaquePointer?
+        #expect(audiohub_new("sdk-sizes", nil, &handle) == AUDIOHUB_ERR_SUCCESS)
+        defer { audiohub_destroy(handle) }
+        #expect(audiohub_placement(handle, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, nil, nil) == AUDIOHUB_ERR_SUCCESS)
+        let calls: [(size: Int, call: (UnsafeMutableRawPointer, Int) -> audiohub_err)] = [
+            (MemoryLayout<audiohub_stats>.size, { out, size in
+                audiohub_stats_get(handle, out.assumingMemoryBound(to: audiohub_stats.self), size)
+            }),
+            (MemoryLayout<audiohub_accessory>.size, { out, size in
+                audiohub_accessory_get(handle, "buds", out.assumingMemoryBound(to: audiohub_accessory.self), size)
+            }),
+        ]
+        for (size, call) in calls {
+            // A newer caller's struct, 32 bytes longer: the library's fields, then zeros.
+            let newer = UnsafeMutableRawBufferPointer.allocate(byteCount: size + 32, alignment: 8)
+            defer { newer.deallocate() }
+            newer.initializeMemory(as: UInt8.self, repeating: 0xAB)
+            #expect(call(newer.baseAddress!, size + 32) == AUDIOHUB_ERR_SUCCESS)
+            #expect(newer[size...].allSatisfy { $0 == 0 }, "the fields this library does not have are zeroed")
+            #expect(newer[..<size].contains { $0 != 0xAB }, "the library's fields are written")
+            // An exact fit, and less than any version's struct.
+            let exact = UnsafeMutableRawBufferPointer.allocate(byteCount: size + 8, alignment: 8)
+            defer { exact.deallocate() }
+            exact.initializeMemory(as: UInt8.self, repeating: 0xAB)
+            #expect(call(exact.baseAddress!, size) == AUDIOHUB_ERR_SUCCESS)
+            #expect(exact[size...].allSatisfy { $0 == 0xAB }, "nothing is written beyond the caller's size")
+            #expect(call(exact.baseAddress!, size - 1) == AUDIOHUB_ERR_INVAL, "smaller than the first sized version")
+        }
+        var stats = audiohub_stats()
+        #expect(audiohub_stats_get(handle, &stats, MemoryLayout<audiohub_stats>.size) == AUDIOHUB_ERR_SUCCESS)
+        #expect(stats.requests == 1 && stats.queued == 1)
+    }
+
     @Test func connectsOverTLSWithTheCAAndNotWithAStrangersCA() async throws {
         let certificates = try await makeCertificates()
         let stranger = try await makeCertificates()

@@ -1,5 +1,6 @@
 @testable import AccessoryWire
 import CAudioHub
+import CAudioHubInternal
 import Foundation
 import SwiftProtobuf
 import Testing

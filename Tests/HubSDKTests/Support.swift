@@ -230,13 +230,14 @@ final class TestHub: @unchecked Sendable {
 
     var stats: audiohub_stats {
         var stats = audiohub_stats()
-        _ = audiohub_stats_get(handle, &stats)
+        _ = audiohub_stats_get(handle, &stats, MemoryLayout<audiohub_stats>.size)
         return stats
     }
 
     func accessory(_ id: String) -> audiohub_accessory? {
         var view = audiohub_accessory()
-        return audiohub_accessory_get(handle, id, &view) == AUDIOHUB_ERR_SUCCESS ? view : nil
+        return audiohub_accessory_get(handle, id, &view, MemoryLayout<audiohub_accessory>.size) == AUDIOHUB_ERR_SUCCESS
+            ? view : nil
     }
 
     /// Waits until the hub is connected and subscribed.

@@ -441,7 +441,7 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_sources(struct audiohub *hub, const c
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /* The hub's view of one accessory: what its successful requests set (after a restart, until it pairs again, what
- * the bridge's first result about it said). */
+ * the bridge's first result about it said). It only grows, at its end (see audiohub_accessory_get). */
 struct audiohub_accessory {
     char accessory_id[AUDIOHUB_ID_MAX + 1];
     bool paired;
@@ -457,10 +457,12 @@ struct audiohub_accessory {
     size_t queued;
 };
 
-/* Copies the hub's view of `accessory_id` into `out`; AUDIOHUB_ERR_NOT_FOUND when the hub knows nothing of it.
- * Thread-safe. */
+/* Copies the hub's view of `accessory_id` into `out`, of `size` bytes: pass sizeof *out. The struct only grows, at
+ * its end, so a firmware built against an older audiohub.h gets the fields it knows, and one built against a newer
+ * one than the library gets the library's and zeros after them. AUDIOHUB_ERR_NOT_FOUND when the hub knows nothing
+ * of it; AUDIOHUB_ERR_INVAL when `size` is below AUDIOHUB_ACCESSORY_MIN_SIZE. Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *accessory_id,
-                                                        struct audiohub_accessory *out);
+                                                        struct audiohub_accessory *out, size_t size);
 
 /* The bridge asked for a rebirth of `accessory_id` (it saw `received_sequence` after `last_sequence`). `answered`
  * is true when the hub queued paired, register and update from its cache; false when it knows too little of the
@@ -472,7 +474,7 @@ typedef void (*audiohub_rebirth_cb)(struct audiohub *hub, void *userdata, const 
 /* Sets (or clears) the rebirth callback; rebirths are answered with or without it. Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_rebirth_callback_set(struct audiohub *hub, audiohub_rebirth_cb on_rebirth);
 
-/* Counters since audiohub_new. */
+/* Counters since audiohub_new. It only grows, at its end (see audiohub_stats_get). */
 struct audiohub_stats {
     uint64_t requests;       /* requests accepted (the caller's) */
     uint64_t completed;      /* completions delivered */
@@ -488,8 +490,14 @@ struct audiohub_stats {
     uint64_t queued;         /* requests held now, in flight or waiting */
 };
 
-/* Copies the counters into `out`. Thread-safe. */
-AUDIOHUB_EXPORT enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out);
+/* Copies the counters into `out`, of `size` bytes: pass sizeof *out (as for audiohub_accessory_get). AUDIOHUB_ERR_INVAL
+ * when `size` is below AUDIOHUB_STATS_MIN_SIZE. Thread-safe. */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out, size_t size);
+
+/* The sizes of the two structs in version 0.2, the first whose calls take a size (each then ended with `queued`):
+ * no caller has a smaller one. */
+#define AUDIOHUB_ACCESSORY_MIN_SIZE (offsetof(struct audiohub_accessory, queued) + sizeof(size_t))
+#define AUDIOHUB_STATS_MIN_SIZE (offsetof(struct audiohub_stats, queued) + sizeof(uint64_t))
 
 #ifdef __cplusplus
 }

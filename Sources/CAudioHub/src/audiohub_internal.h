@@ -1,6 +1,7 @@
 /*
  * audiohub_internal.h: the SDK's wire encoding and decoding, exposed for the cross-language tests
- * (Tests/HubSDKTests). NOT part of the API: `make install` does not install it, and it may change at any time.
+ * (Tests/HubSDKTests, through the CAudioHubInternal test target, whose include/ links to this file). NOT part of the
+ * API: a private header of the SDK's sources, never installed, and it may change at any time.
  *
  * Every function here is reentrant: it keeps no state. They are not exported from the shared library.
  */

@@ -49,6 +49,7 @@ struct accessory;
 
 /* One request. The head of its accessory's queue is in flight once started (sequence != 0). */
 struct request {
+    struct ah_timer timer; /* first: the deadline heap's handle (once started: when to send again) */
     struct request *next;
     struct accessory *accessory;
     enum audiohub_operation operation;
@@ -70,13 +71,10 @@ struct request {
     size_t payload_length;
     unsigned attempts;
     unsigned resyncs;
-    int64_t deadline_ms; /* monotonic: when to send again */
-    size_t heap_index;   /* in the deadline heap, or SIZE_MAX */
 };
 
 struct accessory {
-    struct accessory *bucket_next;
-    char id[AUDIOHUB_ID_MAX + 1];
+    struct ah_entry entry; /* first: the table's link, and the accessory's id */
     /* The cache: what succeeded. */
     bool paired;
     bool registered;
@@ -140,14 +138,9 @@ struct audiohub {
     audiohub_sequence_save_cb save_sequence;
 
     /* Accessories by id. */
-    struct accessory **buckets;
-    size_t bucket_count;
-    size_t accessory_count;
-
-    /* The requests in flight, by deadline (a binary min-heap). */
-    struct request **heap;
-    size_t heap_count;
-    size_t heap_capacity;
+    struct ah_table accessories;
+    /* The requests in flight, by deadline. */
+    struct ah_deadlines deadlines;
 
     uint64_t request_number;
 
@@ -227,145 +220,14 @@ static enum audiohub_err mosquitto_failure(struct audiohub *hub, int rc)
 }
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* The deadline heap                                                                                             */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-static void heap_swap(struct audiohub *hub, size_t a, size_t b)
-{
-    struct request *t = hub->heap[a];
-    hub->heap[a] = hub->heap[b];
-    hub->heap[b] = t;
-    hub->heap[a]->heap_index = a;
-    hub->heap[b]->heap_index = b;
-}
-
-static void heap_up(struct audiohub *hub, size_t i)
-{
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (hub->heap[parent]->deadline_ms <= hub->heap[i]->deadline_ms) {
-            break;
-        }
-        heap_swap(hub, i, parent);
-        i = parent;
-    }
-}
-
-static void heap_down(struct audiohub *hub, size_t i)
-{
-    for (;;) {
-        size_t smallest = i;
-        size_t left = 2 * i + 1;
-        size_t right = left + 1;
-        if (left < hub->heap_count && hub->heap[left]->deadline_ms < hub->heap[smallest]->deadline_ms) {
-            smallest = left;
-        }
-        if (right < hub->heap_count && hub->heap[right]->deadline_ms < hub->heap[smallest]->deadline_ms) {
-            smallest = right;
-        }
-        if (smallest == i) {
-            return;
-        }
-        heap_swap(hub, i, smallest);
-        i = smallest;
-    }
-}
-
-static bool heap_push(struct audiohub *hub, struct request *request)
-{
-    if (hub->heap_count == hub->heap_capacity) {
-        size_t capacity = hub->heap_capacity == 0 ? 64 : hub->heap_capacity * 2;
-        struct request **grown = realloc(hub->heap, capacity * sizeof *grown);
-        if (grown == NULL) {
-            return false;
-        }
-        hub->heap = grown;
-        hub->heap_capacity = capacity;
-    }
-    request->heap_index = hub->heap_count;
-    hub->heap[hub->heap_count++] = request;
-    heap_up(hub, request->heap_index);
-    return true;
-}
-
-static void heap_remove(struct audiohub *hub, struct request *request)
-{
-    size_t i = request->heap_index;
-    if (i == SIZE_MAX) {
-        return;
-    }
-    request->heap_index = SIZE_MAX;
-    hub->heap_count--;
-    if (i == hub->heap_count) {
-        return;
-    }
-    hub->heap[i] = hub->heap[hub->heap_count];
-    hub->heap[i]->heap_index = i;
-    heap_down(hub, i);
-    heap_up(hub, i);
-}
-
-/* Moves a request in flight to a new deadline. */
-static void heap_reschedule(struct audiohub *hub, struct request *request, int64_t deadline_ms)
-{
-    request->deadline_ms = deadline_ms;
-    if (request->heap_index == SIZE_MAX) {
-        if (!heap_push(hub, request)) {
-            /* Out of memory: it stays in flight, resent on the next connection. */
-        }
-        return;
-    }
-    heap_down(hub, request->heap_index);
-    heap_up(hub, request->heap_index);
-}
-
-/* ------------------------------------------------------------------------------------------------------------ */
 /* Accessories                                                                                                   */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-static size_t hash_id(const char *id)
-{
-    uint64_t hash = 14695981039346656037ULL;
-    for (const unsigned char *c = (const unsigned char *)id; *c != '\0'; c++) {
-        hash = (hash ^ *c) * 1099511628211ULL;
-    }
-    return (size_t)hash;
-}
-
+/* The accessory `id`, if the hub knows it. */
 static struct accessory *find_accessory(struct audiohub *hub, const char *id)
 {
-    if (hub->bucket_count == 0) {
-        return NULL;
-    }
-    for (struct accessory *a = hub->buckets[hash_id(id) & (hub->bucket_count - 1)]; a != NULL; a = a->bucket_next) {
-        if (strcmp(a->id, id) == 0) {
-            return a;
-        }
-    }
-    return NULL;
-}
-
-static bool grow_buckets(struct audiohub *hub)
-{
-    size_t count = hub->bucket_count == 0 ? 64 : hub->bucket_count * 2;
-    struct accessory **buckets = calloc(count, sizeof *buckets);
-    if (buckets == NULL) {
-        return false;
-    }
-    for (size_t i = 0; i < hub->bucket_count; i++) {
-        struct accessory *a = hub->buckets[i];
-        while (a != NULL) {
-            struct accessory *next = a->bucket_next;
-            size_t slot = hash_id(a->id) & (count - 1);
-            a->bucket_next = buckets[slot];
-            buckets[slot] = a;
-            a = next;
-        }
-    }
-    free(hub->buckets);
-    hub->buckets = buckets;
-    hub->bucket_count = count;
-    return true;
+    /* The entry is an accessory's first member. */
+    return (struct accessory *)ah_table_find(&hub->accessories, id);
 }
 
 /* The accessory `id` (valid), made when new; NULL when out of memory. */
@@ -375,18 +237,15 @@ static struct accessory *accessory_for(struct audiohub *hub, const char *id)
     if (found != NULL) {
         return found;
     }
-    if (hub->accessory_count >= hub->bucket_count && !grow_buckets(hub)) {
+    if (!ah_table_reserve(&hub->accessories)) {
         return NULL;
     }
     struct accessory *a = calloc(1, sizeof *a);
     if (a == NULL) {
         return NULL;
     }
-    strcpy(a->id, id);
-    size_t slot = hash_id(id) & (hub->bucket_count - 1);
-    a->bucket_next = hub->buckets[slot];
-    hub->buckets[slot] = a;
-    hub->accessory_count++;
+    strcpy(a->entry.id, id);
+    ah_table_insert(&hub->accessories, &a->entry);
     return a;
 }
 
@@ -406,7 +265,7 @@ static struct request *new_request(enum audiohub_operation operation)
     struct request *request = calloc(1, sizeof *request);
     if (request != NULL) {
         request->operation = operation;
-        request->heap_index = SIZE_MAX;
+        request->timer.index = AH_TIMER_IDLE;
     }
     return request;
 }
@@ -415,7 +274,7 @@ static struct request *new_request(enum audiohub_operation operation)
 static void detach_head(struct audiohub *hub, struct request *request)
 {
     struct accessory *a = request->accessory;
-    heap_remove(hub, request);
+    ah_deadlines_remove(&hub->deadlines, &request->timer);
     a->head = request->next;
     if (a->head == NULL) {
         a->tail = NULL;
@@ -484,7 +343,7 @@ static void apply_to_cache(struct accessory *a, const struct request *request)
 static void adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state)
 {
     if (a->paired || state == NULL || strcmp(state->hub_id, hub->hub_id) != 0 ||
-        strcmp(state->accessory_id, a->id) != 0) {
+        strcmp(state->accessory_id, a->entry.id) != 0) {
         return;
     }
     if (state->registration != AUDIOHUB_REGISTRATION_PAIRED &&
@@ -519,7 +378,7 @@ static void publish_request(struct audiohub *hub, struct request *request)
 {
     char topic[TOPIC_MAX];
     snprintf(topic, sizeof topic, "%s/hubs/%s/accessories/%s/telemetry", hub->hub_root, hub->hub_id,
-             request->accessory->id);
+             request->accessory->entry.id);
     mosquitto_property *properties = NULL;
     int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
     if (rc == MOSQ_ERR_SUCCESS) {
@@ -544,7 +403,10 @@ static void publish_request(struct audiohub *hub, struct request *request)
         /* Not sent (the connection is going, or memory ran out): the deadline or the next connection resends it. */
         hub->last_mosquitto_error = rc;
     }
-    heap_reschedule(hub, request, ah_monotonic_ms() + attempt_timeout_ms(hub, request->attempts));
+    if (!ah_deadlines_reschedule(&hub->deadlines, &request->timer,
+                                 ah_monotonic_ms() + attempt_timeout_ms(hub, request->attempts))) {
+        /* Out of memory: it stays in flight, resent on the next connection. */
+    }
 }
 
 /* The next sequence of `a`: see audiohub_sequence_callbacks_set. */
@@ -552,7 +414,7 @@ static uint64_t next_sequence(struct audiohub *hub, struct accessory *a)
 {
     if (!a->sequence_known) {
         uint64_t loaded = 0;
-        if (hub->load_sequence != NULL && hub->load_sequence(hub, hub->userdata, a->id, &loaded)) {
+        if (hub->load_sequence != NULL && hub->load_sequence(hub, hub->userdata, a->entry.id, &loaded)) {
             a->last_sequence = loaded;
         } else {
             int64_t now = ah_wall_ms();
@@ -565,7 +427,7 @@ static uint64_t next_sequence(struct audiohub *hub, struct accessory *a)
     }
     uint64_t sequence = ++a->last_sequence;
     if (hub->save_sequence != NULL) {
-        hub->save_sequence(hub, hub->userdata, a->id, sequence);
+        hub->save_sequence(hub, hub->userdata, a->entry.id, sequence);
     }
     return sequence;
 }
@@ -577,13 +439,13 @@ static bool number_request(struct audiohub *hub, struct request *request)
     struct accessory *a = request->accessory;
     uint64_t sequence = next_sequence(hub, a);
     char request_id[REQUEST_ID_MAX];
-    snprintf(request_id, sizeof request_id, "%s.%" PRIu64, a->id, ++hub->request_number);
+    snprintf(request_id, sizeof request_id, "%s.%" PRIu64, a->entry.id, ++hub->request_number);
 
     struct audiohub_internal_telemetry telemetry;
     memset(&telemetry, 0, sizeof telemetry);
     telemetry.sequence = sequence;
     telemetry.request_id = request_id;
-    telemetry.accessory_id = a->id;
+    telemetry.accessory_id = a->entry.id;
     telemetry.operation = request->operation;
     telemetry.name = request->name;
     telemetry.model = request->model;
@@ -658,7 +520,7 @@ static void start_head(struct audiohub *hub, struct accessory *a)
 static void enqueue(struct audiohub *hub, struct accessory *a, struct request *request)
 {
     request->accessory = a;
-    request->heap_index = SIZE_MAX;
+    request->timer.index = AH_TIMER_IDLE;
     request->next = NULL;
     if (a->tail != NULL) {
         a->tail->next = request;
@@ -680,7 +542,7 @@ static void enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct re
     for (int i = 0; i < 3; i++) {
         chain[i]->accessory = a;
         chain[i]->rebirth = true;
-        chain[i]->heap_index = SIZE_MAX;
+        chain[i]->timer.index = AH_TIMER_IDLE;
         chain[i]->next = i < 2 ? chain[i + 1] : NULL;
     }
     struct request *before = (a->head != NULL && a->head->sequence != 0) ? a->head : NULL;
@@ -704,16 +566,17 @@ static void enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct re
 /* Sends again every request in flight and starts every waiting one: a new connection. */
 static void send_everything(struct audiohub *hub)
 {
-    for (size_t i = 0; i < hub->bucket_count; i++) {
-        for (struct accessory *a = hub->buckets[i]; a != NULL; a = a->bucket_next) {
-            if (a->head == NULL) {
-                continue;
-            }
-            if (a->head->sequence != 0) {
-                publish_request(hub, a->head);
-            } else {
-                start_head(hub, a);
-            }
+    size_t bucket = 0;
+    for (struct ah_entry *e = ah_table_next(&hub->accessories, &bucket, NULL); e != NULL;
+         e = ah_table_next(&hub->accessories, &bucket, e)) {
+        struct accessory *a = (struct accessory *)e; /* the entry is an accessory's first member */
+        if (a->head == NULL) {
+            continue;
+        }
+        if (a->head->sequence != 0) {
+            publish_request(hub, a->head);
+        } else {
+            start_head(hub, a);
         }
     }
 }
@@ -739,7 +602,7 @@ static void complete(struct audiohub *hub, struct request *request, const struct
         }
         result.status = status;
         result.operation = request->operation;
-        result.accessory_id = request->accessory->id;
+        result.accessory_id = request->accessory->entry.id;
         result.attempts = request->attempts;
         result.context = request->context;
         request->callback(hub, hub->userdata, &result);
@@ -1154,23 +1017,22 @@ void audiohub_destroy(struct audiohub *hub)
     mosquitto_destroy(hub->mosq);
     hub->mosq = NULL;
 
-    for (size_t i = 0; i < hub->bucket_count; i++) {
-        struct accessory *a = hub->buckets[i];
-        while (a != NULL) {
-            struct accessory *next = a->bucket_next;
-            while (a->head != NULL) {
-                struct request *request = a->head;
-                detach_head(hub, request);
-                complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
-            }
-            free(a->name);
-            free(a->model);
-            free(a);
-            a = next;
+    size_t bucket = 0;
+    struct ah_entry *next = NULL;
+    for (struct ah_entry *e = ah_table_next(&hub->accessories, &bucket, NULL); e != NULL; e = next) {
+        next = ah_table_next(&hub->accessories, &bucket, e);
+        struct accessory *a = (struct accessory *)e;
+        while (a->head != NULL) {
+            struct request *request = a->head;
+            detach_head(hub, request);
+            complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
         }
+        free(a->name);
+        free(a->model);
+        free(a);
     }
-    free(hub->buckets);
-    free(hub->heap);
+    ah_table_free(&hub->accessories);
+    ah_deadlines_free(&hub->deadlines);
     free(hub->host);
     free(hub->ca_file);
     free(hub->cert_file);
@@ -1339,64 +1201,6 @@ int audiohub_last_mosquitto_error(struct audiohub *hub, const char **text)
 /* Connecting                                                                                                    */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/* mqtt://host[:port] or mqtts://host[:port]; host may be [IPv6]. */
-static enum audiohub_err parse_url(const char *url, char **host, int *port, bool *tls)
-{
-    const char *rest;
-    if (strncmp(url, "mqtt://", 7) == 0) {
-        rest = url + 7;
-        *tls = false;
-        *port = 1883;
-    } else if (strncmp(url, "mqtts://", 8) == 0) {
-        rest = url + 8;
-        *tls = true;
-        *port = 8883;
-    } else {
-        return AUDIOHUB_ERR_URL;
-    }
-    const char *host_start = rest;
-    const char *host_end;
-    const char *after;
-    if (*rest == '[') {
-        host_start = rest + 1;
-        host_end = strchr(host_start, ']');
-        if (host_end == NULL) {
-            return AUDIOHUB_ERR_URL;
-        }
-        after = host_end + 1;
-    } else {
-        host_end = rest + strcspn(rest, ":/");
-        after = host_end;
-    }
-    if (host_end == host_start || (size_t)(host_end - host_start) > 253) {
-        return AUDIOHUB_ERR_URL;
-    }
-    if (*after == ':') {
-        char *end;
-        errno = 0;
-        long value = strtol(after + 1, &end, 10);
-        if (errno != 0 || end == after + 1 || value < 1 || value > 65535) {
-            return AUDIOHUB_ERR_URL;
-        }
-        *port = (int)value;
-        after = end;
-    }
-    if (*after == '/') {
-        after++;
-    }
-    if (*after != '\0') {
-        return AUDIOHUB_ERR_URL;
-    }
-    char *copy = malloc((size_t)(host_end - host_start) + 1);
-    if (copy == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    memcpy(copy, host_start, (size_t)(host_end - host_start));
-    copy[host_end - host_start] = '\0';
-    *host = copy;
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
 enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const char *username,
                                    const char *password)
 {
@@ -1406,7 +1210,7 @@ enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const 
     char *host = NULL;
     int port = 0;
     bool tls = false;
-    enum audiohub_err rc = parse_url(url, &host, &port, &tls);
+    enum audiohub_err rc = ah_parse_url(url, &host, &port, &tls);
     if (rc != AUDIOHUB_ERR_SUCCESS) {
         return rc;
     }
@@ -1537,8 +1341,9 @@ static struct request *handle_deadlines(struct audiohub *hub, int64_t now)
     if (hub->connection != CONN_READY) {
         return NULL; /* resent when the connection is back */
     }
-    while (hub->heap_count > 0 && hub->heap[0]->deadline_ms <= now) {
-        struct request *request = hub->heap[0];
+    struct ah_timer *first;
+    while ((first = ah_deadlines_first(&hub->deadlines)) != NULL && first->deadline_ms <= now) {
+        struct request *request = (struct request *)first; /* the timer is a request's first member */
         if (hub->max_attempts > 0 && request->attempts >= (unsigned)hub->max_attempts) {
             struct accessory *a = request->accessory;
             detach_head(hub, request);
@@ -1558,8 +1363,9 @@ static struct request *handle_deadlines(struct audiohub *hub, int64_t now)
 static int wait_ms(struct audiohub *hub, int timeout_ms, int64_t now)
 {
     int64_t wait = timeout_ms;
-    if (hub->connection == CONN_READY && hub->heap_count > 0) {
-        int64_t until = hub->heap[0]->deadline_ms - now;
+    struct ah_timer *first = ah_deadlines_first(&hub->deadlines);
+    if (hub->connection == CONN_READY && first != NULL) {
+        int64_t until = first->deadline_ms - now;
         if (until < wait) {
             wait = until;
         }
@@ -1928,42 +1734,57 @@ enum audiohub_err audiohub_sources(struct audiohub *hub, const char *accessory_i
 /* The cache and the counters                                                                                    */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *accessory_id,
-                                         struct audiohub_accessory *out)
+/* Copies `full` (the library's struct, `full_size` bytes) into the caller's `out` of `size` bytes: the fields both
+ * know, then zeros for those only the caller's header has. */
+static void copy_sized(void *out, size_t size, const void *full, size_t full_size)
 {
-    if (hub == NULL || out == NULL) {
+    memcpy(out, full, size < full_size ? size : full_size);
+    if (size > full_size) {
+        memset((char *)out + full_size, 0, size - full_size);
+    }
+}
+
+enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *accessory_id,
+                                         struct audiohub_accessory *out, size_t size)
+{
+    if (hub == NULL || out == NULL || size < AUDIOHUB_ACCESSORY_MIN_SIZE) {
         return AUDIOHUB_ERR_INVAL;
     }
     if (!ah_valid_id(accessory_id)) {
         return AUDIOHUB_ERR_ACCESSORY_ID;
     }
     enum audiohub_err rc = AUDIOHUB_ERR_NOT_FOUND;
+    struct audiohub_accessory view;
+    memset(&view, 0, sizeof view);
     lock(hub);
     struct accessory *a = find_accessory(hub, accessory_id);
     if (a != NULL) {
-        memset(out, 0, sizeof *out);
-        strcpy(out->accessory_id, a->id);
-        out->paired = a->paired;
-        out->registered = a->registered;
-        snprintf(out->name, sizeof out->name, "%s", a->name != NULL ? a->name : "");
-        snprintf(out->model, sizeof out->model, "%s", a->model != NULL ? a->model : "");
-        out->hardware_capabilities = a->hardware_capabilities;
-        out->configuration = a->configuration;
-        out->last_sequence = a->sequence_known ? a->last_sequence : 0;
-        out->queued = a->queued;
+        strcpy(view.accessory_id, a->entry.id);
+        view.paired = a->paired;
+        view.registered = a->registered;
+        snprintf(view.name, sizeof view.name, "%s", a->name != NULL ? a->name : "");
+        snprintf(view.model, sizeof view.model, "%s", a->model != NULL ? a->model : "");
+        view.hardware_capabilities = a->hardware_capabilities;
+        view.configuration = a->configuration;
+        view.last_sequence = a->sequence_known ? a->last_sequence : 0;
+        view.queued = a->queued;
         rc = AUDIOHUB_ERR_SUCCESS;
     }
     unlock(hub);
+    if (rc == AUDIOHUB_ERR_SUCCESS) {
+        copy_sized(out, size, &view, sizeof view);
+    }
     return rc;
 }
 
-enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out)
+enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out, size_t size)
 {
-    if (hub == NULL || out == NULL) {
+    if (hub == NULL || out == NULL || size < AUDIOHUB_STATS_MIN_SIZE) {
         return AUDIOHUB_ERR_INVAL;
     }
     lock(hub);
-    *out = hub->stats;
+    struct audiohub_stats stats = hub->stats;
     unlock(hub);
+    copy_sized(out, size, &stats, sizeof stats);
     return AUDIOHUB_ERR_SUCCESS;
 }

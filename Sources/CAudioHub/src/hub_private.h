@@ -1,5 +1,12 @@
 /*
- * What the SDK's source files share: the wire helpers of wire.c, used by hub.c. Not installed.
+ * What the SDK's units share; not installed. hub.c is the hub itself (the public API, the connection, the requests
+ * and the loop), built on:
+ *   wire.c       the messages, packed and unpacked with protobuf-c (and audiohub_internal.h, for the tests);
+ *   deadlines.c  the requests in flight by deadline (a binary min-heap of timers);
+ *   table.c      the accessories by id (a chained hash table);
+ *   url.c        a broker's URL.
+ * The containers hold links that the caller embeds as the first member of its own structs (a request's timer, an
+ * accessory's entry), and never allocate or free those.
  */
 #ifndef AUDIOHUB_PRIVATE_H
 #define AUDIOHUB_PRIVATE_H
@@ -40,5 +47,67 @@ enum audiohub_err ah_decode_rebirth(const uint8_t *data, size_t length, char *ac
 /* Milliseconds: since 1970 (wall clock), and on the monotonic clock. */
 int64_t ah_wall_ms(void);
 int64_t ah_monotonic_ms(void);
+
+/* ---- deadlines.c ---- */
+
+/* A timer's index while it is in no heap. */
+#define AH_TIMER_IDLE SIZE_MAX
+
+/* Something due at a time; `index` is its place in a heap, or AH_TIMER_IDLE. */
+struct ah_timer {
+    int64_t deadline_ms;
+    size_t index;
+};
+
+/* Timers, earliest first. Zeroed: empty. */
+struct ah_deadlines {
+    struct ah_timer **items;
+    size_t count;
+    size_t capacity;
+};
+
+/* Adds an idle timer at its deadline_ms; false when out of memory (the timer stays idle). */
+bool ah_deadlines_push(struct ah_deadlines *heap, struct ah_timer *timer);
+/* Takes a timer out (an idle one: nothing). */
+void ah_deadlines_remove(struct ah_deadlines *heap, struct ah_timer *timer);
+/* Sets a timer's deadline, adding it when idle; false when it was idle and memory ran out. */
+bool ah_deadlines_reschedule(struct ah_deadlines *heap, struct ah_timer *timer, int64_t deadline_ms);
+/* The earliest timer, or NULL. */
+struct ah_timer *ah_deadlines_first(const struct ah_deadlines *heap);
+/* Frees the heap's own memory (not the timers). */
+void ah_deadlines_free(struct ah_deadlines *heap);
+
+/* ---- table.c ---- */
+
+/* An entry of a table: its id and the link to the next entry of its bucket. */
+struct ah_entry {
+    struct ah_entry *next;
+    char id[AUDIOHUB_ID_MAX + 1];
+};
+
+/* Entries by id. Zeroed: empty. */
+struct ah_table {
+    struct ah_entry **buckets;
+    size_t bucket_count; /* a power of two, or 0 */
+    size_t count;
+};
+
+/* The entry whose id is `id`, or NULL. */
+struct ah_entry *ah_table_find(const struct ah_table *table, const char *id);
+/* Makes room for one more entry; false when out of memory. */
+bool ah_table_reserve(struct ah_table *table);
+/* Adds `entry` (its id set, not in the table; room reserved by ah_table_reserve). */
+void ah_table_insert(struct ah_table *table, struct ah_entry *entry);
+/* Walks the table: the entry after `entry` (NULL: the first), `bucket` the walk's place; NULL at the end. It reads
+ * `entry` before it returns, so the caller may free `entry` once it has the next one. */
+struct ah_entry *ah_table_next(const struct ah_table *table, size_t *bucket, struct ah_entry *entry);
+/* Frees the table's own memory (not the entries). */
+void ah_table_free(struct ah_table *table);
+
+/* ---- url.c ---- */
+
+/* Parses mqtt://host[:port] or mqtts://host[:port] (host may be [IPv6]): `host` (malloc'd), `port` (1883 or 8883
+ * when absent), `tls`. AUDIOHUB_ERR_URL for anything else, AUDIOHUB_ERR_NOMEM. */
+enum audiohub_err ah_parse_url(const char *url, char **host, int *port, bool *tls);
 
 #endif /* AUDIOHUB_PRIVATE_H */

@@ -1,0 +1,1 @@
+../../../Sources/CAudioHub/src/audiohub_internal.h
