@@ -5,8 +5,8 @@
 #
 # A fresh broker and release bridge (discovery on, the default), ACCESSORIES accessories (1,000,000) paired,
 # registered and placed once as bench-memory sets them up (each with an idle source of its own, at SETUP_RATE
-# reports/s); then a second LoadGen paces RATE reports/s (2,000) over 1,000 other accessories for WINDOW seconds
-# twice: first undisturbed (the baseline), then with `homeassistant/status online` published two seconds into its
+# reports/s); then a second LoadGen paces RATE reports/s (2,000) over 1,000 other accessories: first undisturbed for
+# 30 s (the baseline), then for WINDOW seconds with `homeassistant/status online` published two seconds into its
 # measured phase. Prints each run's p50, p99 and max, and how long the announce took (the bridge's log line
 # "announced every accessory to home automation"), which should end inside the window: raise WINDOW if not.
 #
@@ -39,12 +39,12 @@ grep -q '^lost 0,' "$work/setup.log" || { cat "$work/setup.log"; echo "announce-
 wait_idle "$bridge"
 echo "announce-bench: set up in $(( $(date +%s) - started )) s; the bridge's RSS $(rss_kb "$bridge") kB"
 
-# paced NAME [announce]: RATE reports/s over 1,000 accessories of their own for WINDOW seconds.
+# paced NAME SECONDS [announce]: RATE reports/s over 1,000 accessories of their own.
 paced() {
-    local name=$1 announce=${2:-}
+    local name=$1 seconds=$2 announce=${3:-}
     rm -f "$work/ready"
     "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --accessories 1000 --accessory-prefix "live-$name" \
-        --client-id "lg-$name" --rate "$rate" --seconds "$window" --drain 60 --settle 1 \
+        --client-id "lg-$name" --rate "$rate" --seconds "$seconds" --drain 60 --settle 1 \
         --ready-file "$work/ready" --json >"$work/$name.json" 2>"$work/$name.err" &
     local load=$!
     if [ -n "$announce" ]; then
@@ -58,10 +58,10 @@ paced() {
         "$work/$name.json"
 }
 
-paced baseline
+paced baseline 30
 wait_idle "$bridge"
 before=$(grep -c 'announced every accessory to home automation' "$work/bridge.log" || true)
-paced announcing announce
+paced announcing "$window" announce
 line=$(grep 'announced every accessory to home automation' "$work/bridge.log" | tail -n +$((before + 1)) | tail -1 || true)
 if [ -z "$line" ]; then
     echo "announce-bench: the announce had not ended when the window did (raise WINDOW)"

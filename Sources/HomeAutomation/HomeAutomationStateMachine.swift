@@ -141,7 +141,8 @@ public struct HomeAutomationStateMachine: Sendable {
     }
 
     /// The bridge connected for the first time: everything is announced again (in slices), publishing only the
-    /// configs that differ from those retained, and removing the retained configs of what no longer exists. After a
+    /// configs that differ from those retained, and removing the retained configs of what no longer exists. What was
+    /// announced already (a state can come before the first connection is complete) is not announced again. After a
     /// reconnection, nothing: the broker kept the configs, and what could not be sent waits in the client.
     public mutating func firstConnected(accessories: [AccessoryID], hubsOnline: some Sequence<HubID>) -> [Publication] {
         beginAnnouncing(accessories: accessories, hubsOnline: hubsOnline)
@@ -154,6 +155,8 @@ public struct HomeAutomationStateMachine: Sendable {
     ) -> [Publication] {
         guard payload == Array("online".utf8) else { return [] }
         retainedConfigs.removeAll()
+        announced.removeAll()
+        hubsAnnounced.removeAll()
         return beginAnnouncing(accessories: accessories, hubsOnline: hubsOnline)
     }
 
@@ -184,8 +187,6 @@ public struct HomeAutomationStateMachine: Sendable {
 
     private mutating func beginAnnouncing(accessories: [AccessoryID], hubsOnline: some Sequence<HubID>) -> [Publication] {
         guard let discovery else { return [] }
-        announced.removeAll()
-        hubsAnnounced.removeAll()
         var publications: [Publication] = []
         announceBridge(discovery, into: &publications)
         for hub in hubsOnline { announce(hub, into: &publications) }

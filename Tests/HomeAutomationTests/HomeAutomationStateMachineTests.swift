@@ -94,6 +94,29 @@ import Testing
         #expect(machine.homeAssistantStatus(Array("offline".utf8), accessories: [], hubsOnline: []).isEmpty)
     }
 
+    /// After a restart, a state can be published before the first connection is complete (the receiving session
+    /// reads a hub's retained status while the publishing session still connects): its config, the same as the one
+    /// retained, is not sent, and the first connection's announcement does not send it either. (It did, once in 30
+    /// runs of make test-stress: the state had used up the retained config's fingerprint, and the announcement forgot
+    /// what was announced.)
+    @Test func aConfigComparedBeforeTheFirstConnectionIsNotAnnouncedAgainByIt() {
+        var before = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let retained = before.stateChanged(Self.state("headphones", sources: [Self.phone])).first { $0.topic == config }!
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let seen = machine.retainedMessageSeen(topic: config, payload: retained.payload)
+        #expect(seen)
+        let early = machine.stateChanged(Self.state("headphones", sources: [Self.phone]))
+        #expect(!early.contains { $0.topic == config })
+        _ = machine.firstConnected(accessories: [AccessoryID("headphones")!], hubsOnline: [Self.hub])
+        let slice = machine.nextSlice(budget: 10) { _ in Self.state("headphones", sources: [Self.phone]) }
+        #expect(!slice.contains { $0.topic == config }, "\(Self.topics(slice))")
+        #expect(!machine.isAnnouncing)
+        // Home Assistant's birth still gets every config again.
+        _ = machine.homeAssistantStatus(Array("online".utf8), accessories: [AccessoryID("headphones")!], hubsOnline: [])
+        let again = machine.nextSlice(budget: 10) { _ in Self.state("headphones", sources: [Self.phone]) }
+        #expect(again.contains { $0.topic == config })
+    }
+
     @Test func whatTheQueueRefusedIsDueOnceItDrains() {
         var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
         let publications = machine.stateChanged(Self.state("headphones"))

@@ -315,7 +315,8 @@ public struct RoutingEngine: Sendable {
         table.accessories[slot].wornSince = view.isWorn ? now : nil
         guard let address = routedSource, view.isWorn, view.sources.contains(address) else { return }
         let source = sourceSlot(address)
-        guard table.sources[source].routedAccessory == nil || table.sources[source].routedAccessory == slot else { return }
+        let routedTo = table.sources[source].routedAccessory
+        guard routedTo == nil || routedTo == slot else { return }
         table.setRoute(of: source, to: slot)
         // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
         if !table.sources[source].reportedRoute {
@@ -411,6 +412,7 @@ public struct RoutingEngine: Sendable {
         }
     }
 
+    /// Rule 5's memory, for rule 4: what was paused off which accessory, until the resume window closes.
     private mutating func rememberPause(of source: Int, off accessory: Int, at now: Timestamp) {
         pausedByTakeOff[table.sources[source].address] = PausedPlayback(
             accessory: table.accessories[accessory].view.id, at: now, activity: table.sources[source].activity)
@@ -442,8 +444,8 @@ public struct RoutingEngine: Sendable {
                 // Rule 11: remember what the call interrupted, and the PAUSE that stopped it.
                 interruptions[table.accessories[target].view.id, default: []].append(
                     Interruption(
-                        displaced: table.sources[displaced].address, activity: activity, by: table.sources[source].address,
-                        pausedWith: table.sources[displaced].lastIssued, at: now))
+                        displaced: table.sources[displaced].address, activity: activity,
+                        by: table.sources[source].address, pausedWith: table.sources[displaced].lastIssued, at: now))
             }
         }
         route(source, to: target, reason: .sourceActivated, at: now, into: &output)
@@ -513,7 +515,8 @@ public struct RoutingEngine: Sendable {
         let id = table.accessories[accessory].view.id
         guard var stack = interruptions[id], stack.last?.by == caller else { return false }
         interruptions[id] = nil
-        guard table.accessories[accessory].view.isWorn, table.accessories[accessory].routedSource == nil else { return false }
+        let worn = table.accessories[accessory]
+        guard worn.view.isWorn, worn.routedSource == nil else { return false }
         while let entry = stack.popLast() {
             guard let source = table.kept(entry.displaced), canResume(entry, source, on: accessory, at: now) else {
                 continue
@@ -529,7 +532,8 @@ public struct RoutingEngine: Sendable {
     /// Whether what a call displaced can come back now (rule 11).
     private func canResume(_ entry: Interruption, _ source: Int, on accessory: Int, at now: Timestamp) -> Bool {
         entry.resumable && now <= entry.at.advanced(byMilliseconds: interruptionWindow)
-            && table.accessories[accessory].view.sources.contains(entry.displaced) && table.sources[source].routedAccessory == nil
+            && table.accessories[accessory].view.sources.contains(entry.displaced)
+            && table.sources[source].routedAccessory == nil
             && (entry.activity != .call || table.sources[source].activity == .call)
     }
 
