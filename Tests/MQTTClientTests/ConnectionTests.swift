@@ -71,6 +71,14 @@ struct ConnectionTests {
                 == ["first", "second"], "\(received)")
     }
 
+    /// What a broker down at first relies on: no other test is handed its port meanwhile, nor does a connection
+    /// take it as its local port.
+    @Test func aFreePortIsHandedOutOnceAndOutsideTheEphemeralRange() throws {
+        let ports = try (0..<200).map { _ in try MosquittoBroker.freePort() }
+        #expect(Set(ports).count == ports.count)
+        #expect(ports.allSatisfy(MosquittoBroker.portsOutsideTheEphemeralRange().contains))
+    }
+
     @Test func connectsOnceTheBrokerStartsWhenItWasDownAtStart() async throws {
         let broker = try await MosquittoBroker()
         await broker.stop()

@@ -331,23 +331,53 @@ public final class MosquittoBroker: Sendable {
         return (lines + [extraConfig]).joined(separator: "\n") + "\n"
     }
 
-    /// A port that was free a moment ago: bind port 0 on loopback, read the port back, close.
+    /// Loopback ports ``freePort()`` handed out in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A loopback port nothing is bound to, handed out once per process, and outside the kernel's ephemeral range.
+    ///
+    /// Once: a test that stops its broker and starts it again later (a broker down at first) keeps the port to
+    /// itself meanwhile. Bound to port 0 instead, the kernel could give that free port to another test's broker,
+    /// whose clients then met the wrong broker (it happened once in nine runs of `make test-stress` under two hogs:
+    /// a client that was to find nothing listening connected to another test's broker, and that test's client to
+    /// this one's). Outside the ephemeral range: no connection takes it as its local port either, which would make
+    /// the broker's restart fail to bind it.
     public static func freePort() throws -> Int {
+        let candidates = portsOutsideTheEphemeralRange()
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<1_000 {
+            let candidate = Int.random(in: candidates, using: &generator)
+            guard handedOut.withLock({ $0.insert(candidate).inserted }) else { continue }
+            if canBind(port: candidate) { return candidate }
+        }
+        throw MosquittoBrokerError("no free loopback port in \(candidates) after 1,000 attempts")
+    }
+
+    /// 10,000 up to the kernel's ephemeral range (Linux's `ip_local_port_range`; 32,768–60,999 by default), or above
+    /// it when it starts too low to leave room below.
+    public static func portsOutsideTheEphemeralRange() -> Range<Int> {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let (low, high) = bounds.count == 2 ? (bounds[0], bounds[1]) : (49_152, 65_535)
+        if low >= 12_000 { return 10_000..<low }
+        // A machine whose ephemeral range leaves no room: any port (the once-per-process rule still holds).
+        return high < 63_000 ? (high + 1)..<65_536 : 10_000..<65_536
+    }
+
+    /// Whether the loopback port can be bound now (nothing listens on it, and no connection uses it).
+    private static func canBind(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw MosquittoBrokerError("socket() failed: errno \(errno)") }
+        guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        return withUnsafePointer(to: address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
-        guard bound else { throw MosquittoBrokerError("binding a free port failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether something accepts TCP connections on the loopback port.
@@ -359,7 +389,7 @@ public final class MosquittoBroker: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
+        return withUnsafePointer(to: address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
