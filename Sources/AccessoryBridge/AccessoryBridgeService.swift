@@ -219,9 +219,10 @@ public final class AccessoryBridgeService: Service {
         let started = clock.now
         var filters: [(String, QoS)] = [(Topic.Kind.accessoryState.filter(under: root), .atMostOnce)]
         if slot == nil { filters.append((Topic.Kind.sourceState.filter(under: root), .atMostOnce)) }
-        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
-            // This bridge's retained discovery configs: those of accessories that no longer exist are removed.
-            filters.append((HomeAssistantDiscovery(prefix: prefix, root: root).configFilter, .atLeastOnce))
+        if let configs = processor.discoveryConfigFilter {
+            // This bridge's (or slot's) retained discovery configs: those of accessories that no longer exist are
+            // removed.
+            filters.append((configs, .atLeastOnce))
         }
         try await readRetained(filters, pass: "states")
         if slot != nil {
@@ -234,7 +235,8 @@ public final class AccessoryBridgeService: Service {
             "rebuilt from the retained states",
             metadata: [
                 "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
-                "unusable": "\(restored.skipped)", "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
+                "discovery_configs": "\(restored.configs)", "unusable": "\(restored.skipped)",
+                "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
             ])
     }
 

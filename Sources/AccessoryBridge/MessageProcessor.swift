@@ -78,7 +78,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             metrics: metrics, logger: logger)
         if configuration.homeAutomation {
             homeAutomation = HomeAutomationStateMachine(
-                root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix,
+                root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix, grouped: slot != nil,
                 version: configuration.version)
         }
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
@@ -87,6 +87,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             policy: configuration.policy, instanceID: instanceID, commandSequenceBase: base, slot: slot?.slot,
             epoch: slot?.epoch ?? 0)
     }
+
+    /// The filter of the retained Home Assistant discovery configs that restoring reads (`nil`: no discovery).
+    public var discoveryConfigFilter: String? { homeAutomation?.configFilter }
 
     /// In a cluster, the playing devices' state topics the slot reads once restored (one bridge: none; it reads them
     /// all through one filter).
@@ -356,6 +359,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         public var sources = 0
         /// The retained messages that could not be used.
         public var skipped = 0
+        /// This bridge's (or slot's) Home Assistant discovery configs read back.
+        public var configs = 0
     }
 
     private var restored = Restored()
@@ -412,7 +417,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .accessory(let state):
             core.restore(state, at: now)
         case .other(let message):
-            if homeAutomation?.retainedMessageSeen(topic: message.topic, payload: message.payload) == true { return }
+            if homeAutomation?.retainedMessageSeen(topic: message.topic, payload: message.payload) == true {
+                restored.configs += 1
+                return
+            }
             restored.skipped += 1
             logger.warning("ignored an unusable retained state", metadata: ["mqtt.topic": "\(message.topic)"])
         }

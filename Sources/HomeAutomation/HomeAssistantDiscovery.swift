@@ -27,35 +27,47 @@ public struct AccessoryDevice: Hashable, Sendable {
 /// Home Assistant MQTT discovery, device-based (one retained `{prefix}/device/{id}/config` per device with its
 /// components, the format Home Assistant reads since 2024.11): one device per accessory, per hub and for the bridge.
 /// Every id is derived from the topic root and the accessory's or hub's id, so it never changes.
+///
+/// A cluster's slot puts its configs under a level of their own, Home Assistant's optional node id
+/// (`{prefix}/device/{base}/{id}/config`), so that a slot taken over reads back its own configs only, not the whole
+/// fleet's; Home Assistant reads both forms alike.
 public struct HomeAssistantDiscovery: Sendable {
     public let prefix: String
     public let root: TopicRoot
-
-    public init(prefix: String, root: TopicRoot) {
-        self.prefix = prefix
-        self.root = root
-    }
-
     /// `aab_{root}`: the root with every character outside `A–Z a–z 0–9 _ -` as `_` (Home Assistant's grammar for a
     /// discovery id, which is one topic level).
-    var base: String {
-        "aab_" + String(decoding: root.rawValue.utf8.map { IdentifierGrammar.isAllowed($0) ? $0 : UInt8(ascii: "_") }, as: UTF8.self)
+    let base: String
+    /// Where this bridge's config topics start: `{prefix}/device/`, then, for a cluster's slot, a node level named
+    /// by its ``base``.
+    private let configTopicHead: String
+
+    /// - Parameter grouped: configs under a node level named by the root (a cluster's slot).
+    public init(prefix: String, root: TopicRoot, grouped: Bool = false) {
+        self.prefix = prefix
+        self.root = root
+        let level = root.rawValue.utf8.map { IdentifierGrammar.isAllowed($0) ? $0 : UInt8(ascii: "_") }
+        let base = "aab_" + String(decoding: level, as: UTF8.self)
+        self.base = base
+        configTopicHead = grouped ? "\(prefix)/device/\(base)/" : "\(prefix)/device/"
     }
 
     func accessoryID(_ id: AccessoryID) -> String { "\(base)_\(id.rawValue)" }
     func hubID(_ hub: HubID) -> String { "\(base)_hub_\(hub.rawValue)" }
     var bridgeID: String { "\(base)_bridge" }
 
-    func configTopic(_ objectID: String) -> String { "\(prefix)/device/\(objectID)/config" }
-    public var configFilter: String { "\(prefix)/device/+/config" }
+    func configTopic(_ objectID: String) -> String { "\(configTopicHead)\(objectID)/config" }
+    /// What the start-up reads back: every config of one bridge's form, or only a slot's own.
+    public var configFilter: String { "\(configTopicHead)+/config" }
     var statusTopic: String { "\(prefix)/status" }
 
     /// The object id a config topic names, when it is one of this bridge's (for the start-up clean-up).
     func ownObjectID(ofConfigTopic topic: String) -> String? {
-        let head = "\(prefix)/device/", tail = "/config"
-        guard topic.hasPrefix(head), topic.hasSuffix(tail) else { return nil }
+        let head = configTopicHead, tail = "/config"
+        guard topic.hasPrefix(head), topic.hasSuffix(tail), topic.utf8.count > head.utf8.count + tail.utf8.count else {
+            return nil
+        }
         let objectID = String(topic.dropFirst(head.count).dropLast(tail.count))
-        return objectID.hasPrefix(base + "_") ? objectID : nil
+        return objectID.hasPrefix(base + "_") && !objectID.contains("/") ? objectID : nil
     }
 
     /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.

@@ -61,10 +61,12 @@ public struct HomeAutomationStateMachine: Sendable {
     private var toAnnounce: [AccessoryID] = []
     private var announcing = false
 
-    public init(root: TopicRoot, homeAssistantPrefix: String?, version: String = Release.version) {
+    /// - Parameter grouped: a cluster's slot: its discovery configs under a node level of their own
+    ///   (``HomeAssistantDiscovery/init(prefix:root:grouped:)``).
+    public init(root: TopicRoot, homeAssistantPrefix: String?, grouped: Bool = false, version: String = Release.version) {
         self.root = root
         self.version = version
-        discovery = homeAssistantPrefix.map { HomeAssistantDiscovery(prefix: $0, root: root) }
+        discovery = homeAssistantPrefix.map { HomeAssistantDiscovery(prefix: $0, root: root, grouped: grouped) }
     }
 
     // MARK: - Events of the bridge

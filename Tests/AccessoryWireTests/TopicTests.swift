@@ -108,6 +108,7 @@ import Testing
         #expect(bridge.writes.contains("audio/slots/+/accessories/+/state"))
         #expect(bridge.writes.contains("audio/slots/+/bridge/rebuild/#"))
         #expect(!bridge.writes.contains("audio/slots/+/sources/+/commands") && bridge.writes.contains("audio/sources/+/commands"))
+        #expect(bridge.writes.contains("homeassistant/device/+/+/config") && bridge.reads.contains("homeassistant/device/+/+/config"))
         #expect(Set(bridge.writes).count == bridge.writes.count && Set(bridge.reads).count == bridge.reads.count)
         let automation = BrokerRole.homeAutomation(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(automation.writes.contains("audio/slots/+/accessories/+/controls"))

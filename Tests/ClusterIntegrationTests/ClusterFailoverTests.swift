@@ -59,15 +59,16 @@ import Glibc
             for process in running.withLock({ Array($0.values) }) { process.signal(SIGKILL) }
         }
 
-        func start(_ name: String) throws {
+        /// Starts member `name`; with `homeAutomation`, its slots announce to Home Assistant (discovery on).
+        func start(_ name: String, homeAutomation: Bool = false) throws {
             let log = broker.directory.appendingPathComponent("\(name)-\(logs.withLock { $0.count }).log")
             let process = try ChildProcess(
                 executable: try BuiltProducts.path("accessory-bridge"),
                 arguments: [
                     "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "test",
                     "--slots", "\(ClusterFailoverTests.slots)", "--member", name, "--http-port", "0",
-                    "--no-home-automation", "--log-format", "json",
-                ],
+                    "--log-format", "json",
+                ] + (homeAutomation ? [] : ["--no-home-automation"]),
                 outputPath: log.path)
             running.withLock { $0[name] = process }
             logs.withLock { $0.append(log) }
@@ -154,6 +155,20 @@ import Glibc
                 if case .serving = event.kind, gaps[event.slot] == nil { gaps[event.slot] = event.time.timeIntervalSince(time) }
             }
             return gaps
+        }
+
+        /// Every line of every member's JSON log whose message is `message`, as an object.
+        func lines(_ message: String) -> [[String: Any]] {
+            logs.withLock { $0 }.flatMap { file -> [[String: Any]] in
+                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+                return text.split(separator: "\n").compactMap { line in
+                    guard line.contains(message),
+                        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                        object["message"] as? String == message
+                    else { return nil }
+                    return object
+                }
+            }
         }
 
         var logText: String {
@@ -274,5 +289,66 @@ import Glibc
         if code != 0 || summary.lost > 0 {
             print(members.logText.suffix(5000))
         }
+    }
+
+    /// Home Assistant's discovery in a cluster: each slot announces its devices under a node level of its own
+    /// (`homeassistant/device/aab_audio_slots_{s}/…/config`), and a slot taken over reads back its own configs, all of
+    /// them and no other slot's (a fleet's worth per takeover, before), so that it compares them and removes none.
+    @Test func aSlotTakenOverReadsBackItsOwnDiscoveryConfigsAndNoOthers() async throws {
+        let etcd = try await EtcdServer()
+        let broker = try await MosquittoBroker()
+        let members = Members(etcd: etcd, broker: broker)
+        for name in ["m1", "m2"] { try members.start(name, homeAutomation: true) }
+        try await members.waitUntilServed(by: ["m1", "m2"])
+        let (hubs, accessories) = (6, 4)
+        let simulator = try ChildProcess(
+            executable: try BuiltProducts.path("hub-sim"),
+            arguments: [
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--slots", "\(Self.slots)", "--hubs", "\(hubs)",
+                "--accessories", "\(accessories)", "--households", "\(hubs)", "--rate", "50", "--seconds", "1",
+                "--drain", "30", "--prefix", "ha",
+            ],
+            outputPath: broker.directory.appendingPathComponent("sim.log").path)
+        #expect(try await simulator.exit(timeout: .seconds(60)) == 0, "hub-sim failed")
+
+        // Every config: each slot's bridge device, each hub's and each accessory's, each under its slot's node.
+        let expected = Self.slots + hubs + hubs * accessories
+        let configs = try await broker.subscribe(topic: "homeassistant/device/#", count: expected, timeout: .seconds(20))
+        var perSlot: [Int: Int] = [:]
+        for line in configs {
+            let levels = line.split(separator: " ", maxSplits: 1)[0].split(separator: "/")
+            let node = levels.count == 5 ? levels[2] : ""
+            let slot = node.hasPrefix("aab_audio_slots_") ? Int(node.dropFirst("aab_audio_slots_".count)) : nil
+            #expect(slot != nil && levels[3].hasPrefix("\(node)_"), "a config outside its slot's node: \(line.prefix(160))")
+            if let slot { perSlot[slot, default: 0] += 1 }
+        }
+        #expect(perSlot.count == Self.slots)
+
+        // The member whose slots hold the most configs dies: the other takes its slots over, each reading back
+        // exactly the configs under its node.
+        let owners = members.owners()
+        func held(by member: String) -> Set<Int> { Set(owners.filter { $0.value == member }.keys) }
+        let (victim, survivor) =
+            perSlot.filter { held(by: "m1").contains($0.key) }.values.reduce(0, +) * 2 >= expected
+            ? ("m1", "m2") : ("m2", "m1")
+        let held = held(by: victim)
+        try #require(perSlot.filter { held.contains($0.key) }.values.contains { $0 > 1 }, "\(victim) holds hubs")
+        let killed = try members.kill(victim)
+        try await waitUntil("\(victim)'s slots served again") {
+            members.gaps(after: killed, slots: held).count == held.count
+        }
+        let rebuilds = members.lines("rebuilt from the retained states").filter {
+            $0["cluster.member"] as? String == survivor && held.contains(($0["slot"] as? String).flatMap(Int.init) ?? -1)
+        }
+        var read: [Int: Int] = [:]
+        for line in rebuilds {
+            if let slot = (line["slot"] as? String).flatMap(Int.init),
+                let count = (line["discovery_configs"] as? String).flatMap(Int.init)
+            {
+                read[slot] = count
+            }
+        }
+        #expect(read == perSlot.filter { held.contains($0.key) }, "configs read back by each slot taken over")
+        #expect(members.lines("ignored an unusable retained state").isEmpty)
     }
 }

@@ -44,6 +44,39 @@ import Testing
         #expect(unpaired.allSatisfy { $0.payload.isEmpty && $0.retain })
     }
 
+    /// A cluster's slot puts its configs under a node level of its own, and reads back only those: another slot's
+    /// configs, and one bridge's, are not its own (neither compared nor removed as stale).
+    @Test func aSlotsConfigsAreGroupedUnderItsNodeAndItKnowsOnlyThose() throws {
+        let root = try #require(TopicRoot("audio/slots/1"))
+        var machine = Machine(root: root, homeAssistantPrefix: "homeassistant", grouped: true)
+        #expect(machine.configFilter == "homeassistant/device/aab_audio_slots_1/+/config")
+        let published = machine.stateChanged(Self.state("headphones"))
+        #expect(
+            Self.topics(published) == [
+                "audio/slots/1/accessories/headphones/view",
+                "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_hub_hub-1/config",
+                "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_headphones/config",
+            ])
+        let config = Array("{}".utf8)
+        let own = machine.retainedMessageSeen(topic: published[2].topic, payload: config)
+        #expect(own)
+        for foreign in [
+            "homeassistant/device/aab_audio_slots_11/aab_audio_slots_11_headphones/config",
+            "homeassistant/device/aab_audio_slots_1_headphones/config",
+            "homeassistant/device/aab_audio_slots_1/config",
+            "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_x/y/config",
+        ] {
+            let seen = machine.retainedMessageSeen(topic: foreign, payload: config)
+            #expect(!seen, "\(foreign)")
+        }
+        // One bridge keeps the form without a node, and does not take a slot's configs for its own.
+        var single = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        #expect(single.configFilter == "homeassistant/device/+/config")
+        let slots = single.retainedMessageSeen(topic: published[2].topic, payload: config)
+        let singles = single.retainedMessageSeen(topic: self.config, payload: config)
+        #expect(!slots && singles)
+    }
+
     @Test func theInputsOfAConfigAreOneValue() {
         // AccessoryDevice is what the config shows: two states that differ only where the config does not look make
         // the same device, and so the same config.

@@ -49,15 +49,16 @@ public struct BrokerRole: Hashable, Sendable {
     /// and Home Assistant's discovery under `homeAssistantPrefix`; it reads every hub's telemetry and status, every
     /// device's and accessory's state, the controls, and its own discovery configs and start-up marker.
     public static func bridge(root: TopicRoot, homeAssistantPrefix: String) -> BrokerRole {
-        let discovery = "\(homeAssistantPrefix)/device/+/config"
+        // One bridge's configs, and a cluster's, a node level per slot.
+        let discovery = ["\(homeAssistantPrefix)/device/+/config", "\(homeAssistantPrefix)/device/+/+/config"]
         return BrokerRole(
             name: "bridge",
             writes: everywhere([
                 Topic.Kind.result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .accessoryView,
                 .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView,
-            ], root) + markers(root) + [discovery],
+            ], root) + markers(root) + discovery,
             reads: everywhere([.telemetry, .hubStatus, .sourceState, .accessoryState, .controls], root) + markers(root)
-                + ["\(homeAssistantPrefix)/status", discovery])
+                + ["\(homeAssistantPrefix)/status"] + discovery)
     }
 
     /// Home automation, Home Assistant among it: the controls of accessories and Home Assistant's birth message; it
