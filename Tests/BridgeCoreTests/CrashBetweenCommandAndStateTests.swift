@@ -1,0 +1,80 @@
+import AccessoryModel
+import Foundation
+import Testing
+
+@testable import BridgeCore
+
+/// A bridge killed after a ROUTE went out but before the accessory's state reached the broker: its successor decides
+/// the same put-on again when the hub sends it again, knowing neither the route nor which device played last (a
+/// restart makes every active device active since the restart). This is what failed HubSimTests' chaos test once
+/// in make test-stress (hub-sim: "chaos-h2-a7: 15 commands of action 1 for 14 PUT_ON changes", no device commanded
+/// twice in a row), reproduced without I/O.
+@Suite struct CrashBetweenCommandAndStateTests {
+    static let hub = HubID("hub-1")!
+    static let headphones = AccessoryID("headphones")!
+    static let phone = BluetoothAddress(rawValue: 0xA0_0000_0001)!
+    static let laptop = BluetoothAddress(rawValue: 0xA0_0000_0002)!
+
+    static func routes(_ actions: [BridgeAction]) -> [BluetoothAddress] {
+        actions.compactMap {
+            if case .sendCommand(let command) = $0, command.action == .routeToAccessory { command.source } else { nil }
+        }
+    }
+
+    static func pauses(_ actions: [BridgeAction]) -> [BluetoothAddress] {
+        actions.compactMap {
+            if case .sendCommand(let command) = $0, command.action == .pause { command.source } else { nil }
+        }
+    }
+
+    /// Known defect, not fixed yet: the successor routes the laptop (first listed, and "as recently active" as the
+    /// phone after the restart), the phone then reports the route the killed bridge gave it, and nothing tells the
+    /// phone to stop: both devices play on the headphones (rule 3 broken on the devices' side). Either fix ends
+    /// with one device routed: pause a device that reports a route to an accessory another source holds, or restore
+    /// which device played last. When it is fixed, this test fails on its known issue: remove the wrapper.
+    @Test func aDeviceRoutedByAKilledBridgeIsNotLeftPlayingBesideTheOneItsSuccessorRoutes() throws {
+        var now = Timestamp(unixMilliseconds: 1_763_790_000_000)
+        var killed = BridgeStateMachine(instanceID: "killed")
+        var retained: AccessoryState?
+        func telemetry(_ request: AccessoryRequest, _ sequence: UInt64) {
+            for case .answer(let answer) in killed.telemetry(
+                .success(request), sequence: sequence, from: Self.hub, about: Self.headphones, at: now)
+            {
+                if answer.publishesState, let state = answer.state { retained = state }
+            }
+        }
+        telemetry(.paired(name: "Studio", model: "M", hardwareCapabilities: .all), 1)
+        telemetry(.register(.all), 2)
+        telemetry(.sources(primary: Self.laptop.data, secondary: Self.phone.data), 3)
+        // The laptop plays, then the phone: the phone is the most recently active.
+        let laptopReport = SourceReport(sequence: 1, activity: .media)
+        let phoneReport = SourceReport(sequence: 1, activity: .media)
+        _ = killed.sourceReported(laptopReport, from: Self.laptop, at: now)
+        now = now.advanced(byMilliseconds: 1_000)
+        _ = killed.sourceReported(phoneReport, from: Self.phone, at: now)
+        now = now.advanced(byMilliseconds: 1_000)
+        let before = try #require(retained)
+        // Put on: the phone is routed; the bridge is killed before the new state is published.
+        let putOn = killed.telemetry(
+            .success(.placement(.onHead)), sequence: 4, from: Self.hub, about: Self.headphones, at: now)
+        #expect(Self.routes(putOn) == [Self.phone])
+
+        var successor = BridgeStateMachine(instanceID: "successor")
+        successor.restore(before, at: now)
+        successor.restoreSource(laptopReport, from: Self.laptop, at: now)
+        successor.restoreSource(phoneReport, from: Self.phone, at: now)
+        successor.restoringFinished()
+        now = now.advanced(byMilliseconds: 300)
+        // The hub sends the put-on again (it had no result), before the phone's report of its route arrives.
+        let again = successor.telemetry(
+            .success(.placement(.onHead)), sequence: 4, from: Self.hub, about: Self.headphones, at: now)
+        let late = successor.sourceReported(
+            SourceReport(sequence: 2, activity: .media, routedAccessory: Self.headphones, lastCommandSequence: 1),
+            from: Self.phone, at: now)
+        let routed = Self.routes(again)
+        let phoneStopped = Self.pauses(late).contains(Self.phone)
+        withKnownIssue("a device routed by a killed bridge keeps playing beside its successor's choice") {
+            #expect(routed == [Self.phone] || phoneStopped, "successor routed \(routed), paused \(Self.pauses(late))")
+        }
+    }
+}
