@@ -242,7 +242,7 @@ import TestSupport
         switch event {
         case .tick:
             return false  // time alone never issues commands
-        case .source(let source, _):
+        case .source(let source, let report):
             // Rule 11: the reporting source's call ended: it is released, and what it displaced comes back.
             if command.reason == .interruptionEnded {
                 switch command.action {
@@ -255,6 +255,9 @@ import TestSupport
             guard command.reason == .sourceActivated else { return false }
             switch command.action {
             case .routeToAccessory: return command.source == source
+            case .pause where command.source == source:
+                // Rule 3: the device says it is routed to an accessory another source holds.
+                return report.routedAccessory == command.accessoryID
             case .pause:
                 let displacedIsCall = activity(command.source) == .call
                 return command.source != source && (!displacedIsCall || activity(source) == .call)

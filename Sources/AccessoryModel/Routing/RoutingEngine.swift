@@ -235,7 +235,7 @@ public struct RoutingEngine: Sendable {
         if let reported = reportedRoute, let accessory = table.kept(reported),
             table.sources[source].routedAccessory != accessory
         {
-            adoptReportedRoute(of: source, to: accessory, into: &output)
+            adoptReportedRoute(of: source, to: accessory, at: now, into: &output)
         }
         if becameActive, table.sources[source].routedAccessory == nil {
             activate(source, at: now, into: &output)
@@ -491,11 +491,21 @@ public struct RoutingEngine: Sendable {
     }
 
     /// A device says it is routed to `accessory`: take that route over when it is possible (the accessory is worn,
-    /// lists the source and is free), so that later rules act on it. Nothing is sent.
-    private mutating func adoptReportedRoute(of source: Int, to accessory: Int, into output: inout RoutingOutput) {
+    /// lists the source and is free), so that later rules act on it; nothing is sent. When another source holds the
+    /// accessory, the device is paused off it (rule 3: one source per accessory), and the holder keeps it: a bridge
+    /// killed after it routed this device, before the accessory's state was published, leaves its successor to
+    /// decide that change again without knowing of that route, and the successor's choice stands.
+    private mutating func adoptReportedRoute(
+        of source: Int, to accessory: Int, at now: Timestamp, into output: inout RoutingOutput
+    ) {
         let entry = table.accessories[accessory]
-        guard entry.view.isWorn, entry.view.sources.contains(table.sources[source].address), entry.routedSource == nil
-        else { return }
+        guard entry.view.isWorn, entry.view.sources.contains(table.sources[source].address) else { return }
+        guard entry.routedSource == nil else {
+            // The report made the route in force (rule 9); the PAUSE ends it.
+            setInForce(source, nil)
+            issue(.pause, to: source, accessory: entry.view.id, reason: .sourceActivated, at: now, into: &output)
+            return
+        }
         if let previous = table.sources[source].routedAccessory {
             table.accessories[previous].routedSource = nil
             output.noteRerouted(table.accessories[previous].view.id)
