@@ -8,8 +8,10 @@ import Testing
 /// the same put-on again when the hub sends it again, knowing neither the route nor which device played last (a
 /// restart makes every active device active since the restart). This is what failed HubSimTests' chaos test once
 /// in make test-stress (hub-sim: "chaos-h2-a7: 15 commands of action 1 for 14 PUT_ON changes", no device commanded
-/// twice in a row), reproduced without I/O. The second ROUTE itself cannot be avoided (what the killed bridge sent
-/// is known only from the device's report, which may come later); two devices left on one accessory can.
+/// twice in a row), reproduced without I/O. What the killed bridge sent is known only from the device's report. When
+/// that report is retained before the successor starts (the usual case: the device answers in milliseconds), the
+/// successor chooses that device again and sends nothing. When it comes later, the second ROUTE cannot be avoided, but
+/// two devices left on one accessory can.
 @Suite struct CrashBetweenCommandAndStateTests {
     static let hub = HubID("hub-1")!
     static let headphones = AccessoryID("headphones")!
@@ -84,6 +86,52 @@ import Testing
             SourceReport(sequence: 3, activity: .media, routedAccessory: Self.headphones, lastCommandSequence: 1),
             from: Self.phone, at: now)
         #expect(Self.commandsOf(repeated).isEmpty)
+    }
+
+    /// The phone's report of the route the killed bridge gave it reached the broker before the successor started, and
+    /// is restored with the rest (after the laptop's, a few milliseconds later). Before, each device restored as
+    /// active was active since the moment its state was read back: the laptop looked the more recent, was routed, and
+    /// the phone, whose route nothing ended, played on beside it. Now both are as recent as each other, and the
+    /// device already routed to the headphones wins the tie: no command at all.
+    @Test func aSuccessorChoosesAgainTheDeviceThatReportsTheKilledBridgesRouteAndSendsNothing() throws {
+        var now = Timestamp(unixMilliseconds: 1_763_790_000_000)
+        var killed = BridgeStateMachine(instanceID: "killed")
+        var retained: AccessoryState?
+        for (sequence, request) in [
+            AccessoryRequest.paired(name: "Studio", model: "M", hardwareCapabilities: .all), .register(.all),
+            .sources(primary: Self.laptop.data, secondary: Self.phone.data),
+        ].enumerated() {
+            for case .answer(let answer) in killed.telemetry(
+                .success(request), sequence: UInt64(sequence + 1), from: Self.hub, about: Self.headphones, at: now)
+            {
+                if answer.publishesState, let state = answer.state { retained = state }
+            }
+        }
+        _ = killed.sourceReported(SourceReport(sequence: 1, activity: .media), from: Self.laptop, at: now)
+        now = now.advanced(byMilliseconds: 1_000)
+        _ = killed.sourceReported(SourceReport(sequence: 1, activity: .media), from: Self.phone, at: now)
+        now = now.advanced(byMilliseconds: 1_000)
+        let before = try #require(retained)
+        let putOn = killed.telemetry(
+            .success(.placement(.onHead)), sequence: 4, from: Self.hub, about: Self.headphones, at: now)
+        let route = try #require(Self.commandsOf(putOn).first)
+        #expect(route.source == Self.phone && route.action == .routeToAccessory)
+
+        var successor = BridgeStateMachine(instanceID: "successor", commandSequenceBase: 1_000_000)
+        now = now.advanced(byMilliseconds: 300)
+        successor.restore(before, at: now)
+        successor.restoreSource(
+            SourceReport(sequence: 2, activity: .media, routedAccessory: Self.headphones,
+                lastCommandSequence: route.sequence),
+            from: Self.phone, at: now)
+        now = now.advanced(byMilliseconds: 5)
+        successor.restoreSource(SourceReport(sequence: 1, activity: .media), from: Self.laptop, at: now)
+        successor.restoringFinished()
+        now = now.advanced(byMilliseconds: 300)
+        let again = successor.telemetry(
+            .success(.placement(.onHead)), sequence: 4, from: Self.hub, about: Self.headphones, at: now)
+        #expect(Self.commandsOf(again).isEmpty, "the phone already has the route")
+        #expect(successor.state(of: Self.headphones)?.routedSource == Self.phone)
     }
 
     /// A device that reports a route to an accessory on which another source holds a call is paused off it too.

@@ -93,6 +93,9 @@ public struct RoutingEngine: Sendable {
     /// Rule 9's memory: per source, the route its device has as far as the engine knows, from the engine's own
     /// commands and the device's reports. Only the sources that have one: routed ones, mostly.
     private var routesInForce = SparseTable<BluetoothAddress, AccessoryID>()
+    /// While restoring: since when every device restored as active counts as active. A restart cannot tell which
+    /// played last, so they are all as recent as each other (rule 6's tie, which `bestCandidate` breaks).
+    private var restoredActiveSince: Timestamp?
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0) {
         self.policy = policy
@@ -333,7 +336,11 @@ public struct RoutingEngine: Sendable {
         table.sources[source].lastReportSequence = max(table.sources[source].lastReportSequence, report.sequence)
         if let activity = report.activity {
             table.setActivity(activity, of: source)
-            if activity.isActive { table.sources[source].activeSince = now }
+            if activity.isActive {
+                let since = restoredActiveSince ?? now
+                restoredActiveSince = since
+                table.sources[source].activeSince = since
+            }
         }
         if let routed = report.routedAccessory {
             setInForce(source, routed)
@@ -344,6 +351,7 @@ public struct RoutingEngine: Sendable {
     /// Ends restoring: forgets the sources routing does not need (see ``restoreSource(_:from:at:)``, which keeps
     /// every source until now so that the order in which states arrive does not matter).
     public mutating func restoringFinished() {
+        restoredActiveSince = nil
         for index in table.sources.indices {
             table.sources[index].reportedRoute = false
         }
@@ -600,7 +608,8 @@ public struct RoutingEngine: Sendable {
     private func bestCandidate(
         of accessory: Int, at now: Timestamp, countingPauses: Bool = false, where filter: (Int) -> Bool
     ) -> Int? {
-        var best: (source: Int, priority: Int, since: Timestamp)?
+        var best: (source: Int, priority: Int, since: Timestamp, routedHere: Int)?
+        let id = table.accessories[accessory].view.id
         // Every listed source has a slot: updateListings gave it one.
         for address in table.accessories[accessory].view.sources {
             guard let source = table.kept(address), filter(source) else { continue }
@@ -612,8 +621,15 @@ public struct RoutingEngine: Sendable {
             }
             guard activity.isActive else { continue }
             let since = table.sources[source].activeSince
-            if let current = best, (current.priority, current.since) >= (activity.priority, since) { continue }
-            best = (source, activity.priority, since)
+            // Between candidates as recently active as each other (after a restart, every active one), the device
+            // that says it is routed here wins: it needs no command, and it is what the last decision chose.
+            let routedHere = inForce(source) == id ? 1 : 0
+            if let current = best,
+                (current.priority, current.since, current.routedHere) >= (activity.priority, since, routedHere)
+            {
+                continue
+            }
+            best = (source, activity.priority, since, routedHere)
         }
         return best?.source
     }
