@@ -37,6 +37,9 @@ struct AccessoryStore: Sendable {
         accessories.indices.lazy.map(accessory(at:))
     }
 
+    /// Every accessory's id, in the order of ``all``, read without making each accessory whole.
+    var ids: [AccessoryID] { accessories.map(\.id) }
+
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
         guard let number = hubNumbers[hub] else { return [] }

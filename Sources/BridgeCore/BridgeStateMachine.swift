@@ -100,7 +100,7 @@ public struct BridgeStateMachine: Sendable {
     }
 
     /// Every accessory's id (to announce them all again, a slice at a time).
-    public var accessoryIDs: [AccessoryID] { store.all.map(\.id) }
+    public var accessoryIDs: [AccessoryID] { store.ids }
 
     /// Every accessory's state, made as it is read.
     public func allStates() -> some Sequence<AccessoryState> {

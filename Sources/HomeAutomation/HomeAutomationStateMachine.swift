@@ -57,9 +57,15 @@ public struct HomeAutomationStateMachine: Sendable {
     /// accessory was announced after the first connection.
     private var retainedConfigs: [String: Int] = [:]
     private var lastBridgeView: [UInt8] = []
-    /// Announcing every accessory: the ids still to announce (taken from the end), and hubs online, announced first.
+    /// Announcing every accessory: the ids to announce, in order, and the next one's index (hubs online go first).
     private var toAnnounce: [AccessoryID] = []
+    private var nextToAnnounce = 0
     private var announcing = false
+    /// Home Assistant's birth: every config goes out again, changed or not, without forgetting what was announced
+    /// (dropping it and building it again, a million entries at a fleet's scale, ran on the network thread); those a
+    /// state change published since it began are not sent twice.
+    private var announcingEverything = false
+    private var announcedDuringPass: Set<AccessoryID> = []
 
     /// - Parameter grouped: a cluster's slot: its discovery configs under a node level of their own
     ///   (``HomeAssistantDiscovery/init(prefix:root:grouped:)``).
@@ -157,9 +163,8 @@ public struct HomeAutomationStateMachine: Sendable {
     ) -> [Publication] {
         guard payload == Array("online".utf8) else { return [] }
         retainedConfigs.removeAll()
-        announced.removeAll()
         hubsAnnounced.removeAll()
-        return beginAnnouncing(accessories: accessories, hubsOnline: hubsOnline)
+        return beginAnnouncing(accessories: accessories, hubsOnline: hubsOnline, everything: true)
     }
 
     /// Whether accessories wait to be announced: the shell then calls ``nextSlice(budget:state:)`` between messages.
@@ -171,15 +176,20 @@ public struct HomeAutomationStateMachine: Sendable {
         guard announcing else { return [] }
         var publications: [Publication] = []
         var left = budget
-        while left > 0, let id = toAnnounce.popLast() {
+        while left > 0, nextToAnnounce < toAnnounce.count {
+            let id = toAnnounce[nextToAnnounce]
+            nextToAnnounce += 1
             guard let state = state(id), state.accessory.registration != .unpaired else { continue }
             let before = publications.count
-            announce(state, into: &publications)
+            announce(state, again: announcingEverything, into: &publications)
             if publications.count > before { left -= 1 }
         }
-        if toAnnounce.isEmpty {
+        if nextToAnnounce == toAnnounce.count {
             announcing = false
             toAnnounce = []
+            nextToAnnounce = 0
+            announcingEverything = false
+            announcedDuringPass = []
             // What is left was not announced: it belongs to an accessory or hub that is gone.
             for stale in retainedConfigs.keys.sorted() { publications.append(removal(of: stale)) }
             retainedConfigs.removeAll()
@@ -187,13 +197,18 @@ public struct HomeAutomationStateMachine: Sendable {
         return publications
     }
 
-    private mutating func beginAnnouncing(accessories: [AccessoryID], hubsOnline: some Sequence<HubID>) -> [Publication] {
+    private mutating func beginAnnouncing(
+        accessories: [AccessoryID], hubsOnline: some Sequence<HubID>, everything: Bool = false
+    ) -> [Publication] {
         guard let discovery else { return [] }
         var publications: [Publication] = []
         announceBridge(discovery, into: &publications)
         for hub in hubsOnline { announce(hub, into: &publications) }
-        toAnnounce = accessories.reversed()
+        toAnnounce = accessories
+        nextToAnnounce = 0
         announcing = true
+        announcingEverything = everything
+        announcedDuringPass = []
         return publications
     }
 
@@ -242,13 +257,22 @@ public struct HomeAutomationStateMachine: Sendable {
 
     // MARK: - Helpers
 
-    /// The accessory's config (and its hub's) unless announced as it is.
-    private mutating func announce(_ state: AccessoryState, into publications: inout [Publication]) {
+    /// The accessory's config (and its hub's) unless announced as it is; `again`: Home Assistant's birth asks for it
+    /// anyway, unless a change published it since.
+    private mutating func announce(
+        _ state: AccessoryState, again: Bool = false, into publications: inout [Publication]
+    ) {
         guard let discovery else { return }
         announce(state.accessory.hub, into: &publications)
         let device = AccessoryDevice(state)
         unannounced.remove(device.id)
-        guard announced.updateValue(device, forKey: device.id) != device else { return }
+        let changed = announced.updateValue(device, forKey: device.id) != device
+        if again {
+            guard changed || !announcedDuringPass.contains(device.id) else { return }
+        } else {
+            guard changed else { return }
+            if announcingEverything { announcedDuringPass.insert(device.id) }
+        }
         let objectID = discovery.accessoryID(device.id)
         let config = HomeAssistantDiscovery.payload(discovery.accessoryConfig(device))
         if let publication = publication(config: config, objectID: objectID, .accessoryConfig(device)) {

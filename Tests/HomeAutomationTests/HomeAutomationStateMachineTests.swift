@@ -127,6 +127,33 @@ import Testing
         #expect(machine.homeAssistantStatus(Array("offline".utf8), accessories: [], hubsOnline: []).isEmpty)
     }
 
+    /// Home Assistant's birth sends every config again without forgetting what was announced: a state that changes
+    /// nothing a config shows publishes none, during the pass or after it, and a config a change sent during the pass
+    /// is not sent again by it.
+    @Test func homeAssistantsBirthSendsEachConfigOnceAndForgetsNothing() {
+        var machine = Machine(root: .default, homeAssistantPrefix: "homeassistant")
+        let ids = ["a0", "a1", "a2"].map { AccessoryID($0)! }
+        for id in ids { _ = machine.stateChanged(Self.state(id.rawValue)) }
+        func configs(_ publications: [Machine.Publication]) -> [String] {
+            Self.topics(publications).filter { $0.hasPrefix("homeassistant/device/aab_audio_a") }
+        }
+        _ = machine.homeAssistantStatus(Array("online".utf8), accessories: ids, hubsOnline: [Self.hub])
+        #expect(configs(machine.stateChanged(Self.state("a2"))).isEmpty, "unchanged: the pass sends it")
+        #expect(configs(machine.stateChanged(Self.state("a1", sources: [Self.phone])))
+            == ["homeassistant/device/aab_audio_a1/config"], "changed: sent at once")
+        let lookup = { (id: AccessoryID) in
+            id.rawValue == "a1" ? Self.state("a1", sources: [Self.phone]) : Self.state(id.rawValue)
+        }
+        let pass = machine.nextSlice(budget: 10, state: lookup)
+        #expect(configs(pass) == ["homeassistant/device/aab_audio_a0/config", "homeassistant/device/aab_audio_a2/config"])
+        #expect(!machine.isAnnouncing)
+        #expect(configs(machine.stateChanged(Self.state("a0"))).isEmpty, "announced as it is")
+        #expect(configs(machine.stateChanged(Self.state("a1", sources: [Self.phone]))).isEmpty)
+        // The next birth sends all three again.
+        _ = machine.homeAssistantStatus(Array("online".utf8), accessories: ids, hubsOnline: [Self.hub])
+        #expect(configs(machine.nextSlice(budget: 10, state: lookup)).count == 3)
+    }
+
     /// After a restart, a state can be published before the first connection is complete (the receiving session
     /// reads a hub's retained status while the publishing session still connects): its config, the same as the one
     /// retained, is not sent, and the first connection's announcement does not send it either. (It did, once in 30
