@@ -376,41 +376,6 @@ import TestSupport
         try await bridge.stop()
     }
 
-    @Test func aHubsWillMakesItsAccessoriesStaleUntilItIsBack() async throws {
-        let broker = try await MosquittoBroker()
-        let bridge = try await BridgeIntegrationTests.startBridge(on: broker)
-        let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#", "audio/accessories/#", "audio/sources/+/commands"])
-        try await BridgeIntegrationTests.setUpHeadphones(hub)
-        #expect(try await hub.request(.placement(.onHead), sequence: 4).error == .none)
-        let phone = BridgeIntegrationTests.phone
-        try hub.report(.media, source: phone)
-        _ = try await hub.waitForCommands(1, for: phone)
-
-        // The hub's process: announces itself with a will whose empty payload is an all-default HubStatus, offline.
-        let hubProcess = try await broker.startSubscriber(
-            topic: "audio/hubs/hub-1/rebirth", count: 1, timeout: .seconds(30), qos: 1,
-            arguments: ["--will-topic", "audio/hubs/hub-1/status", "--will-payload", "", "--will-retain", "--will-qos", "1"])
-        let stateTopic = "audio/accessories/headphones/state"
-        let states = hub.messages(on: stateTopic).count
-        hubProcess.kill()
-        // The next states: a stale one comes (one for the media report may come before it).
-        var state = Audioaccessory_V1_AccessoryState()
-        try await waitUntil("a stale state") {
-            guard let last = hub.messages(on: stateTopic).dropFirst(states).last else { return false }
-            state = try Self.codec.decode(Audioaccessory_V1_AccessoryState.self, from: last.payload, format: .protobuf)
-            return state.stale
-        }
-        #expect(state.stale)
-        #expect(state.diagnostics.contains { $0.contains("hub hub-1 is offline") })
-        let released = try await hub.waitForCommands(2, for: phone)
-        #expect(released.last?.action == .release, "a stale accessory takes no part")
-
-        // Back: it reports again.
-        #expect(try await hub.request(.placement(.onHead), sequence: 5).state.stale == false)
-        await hub.close()
-        try await bridge.stop()
-    }
-
     /// With a publishing session and a small queue, a burst the broker cannot take as fast as it comes makes the bridge
     /// stop reading (what it does not read waits at the broker) rather than drop answers: every pairing is answered.
     @Test func withAPublishingSessionABurstBeyondTheQueueLosesNoAnswer() async throws {
