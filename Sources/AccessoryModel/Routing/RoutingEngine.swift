@@ -10,8 +10,9 @@
 /// 2. Worn means in ear, on head or over the ear; without `.placement`, an accessory is worn while it has a source.
 /// 3. A source routes to at most one accessory, and an accessory is routed from at most one source.
 /// 4. Put on: the accessory's best active candidate source (its primary or secondary; a call before media; then the
-///    most recently active) is routed to it; if rule 5 paused that source off this accessory within the resume
-///    window, it is also resumed (``SwitchCommand/Reason/putOn``). A source paused by rule 5 counts as active with
+///    most recently active; between equally recent ones, the one whose device says it already has that route) is
+///    routed to it; if rule 5 paused that source off this accessory within the resume window, it is also resumed
+///    (``SwitchCommand/Reason/putOn``). A source paused by rule 5 counts as active with
 ///    the activity it had when paused, whatever it reported since, until the window closes.
 /// 5. Taken off: the source routed to it is paused at once and remembered for rule 4
 ///    (``SwitchCommand/Reason/takenOff``).
@@ -94,7 +95,8 @@ public struct RoutingEngine: Sendable {
     /// commands and the device's reports. Only the sources that have one: routed ones, mostly.
     private var routesInForce = SparseTable<BluetoothAddress, AccessoryID>()
     /// While restoring: since when every device restored as active counts as active. A restart cannot tell which
-    /// played last, so they are all as recent as each other (rule 6's tie, which `bestCandidate` breaks).
+    /// played last, so they are all as recent as each other (a tie in rule 4's "most recently active", which
+    /// `bestCandidate` breaks).
     private var restoredActiveSince: Timestamp?
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0) {
