@@ -396,8 +396,10 @@ import Glibc
         #expect(hub.recorder.connects.withLock { $0 } == [0, 0])
     }
 
+    /// The bridge's hub offline grace is 1 s here (10 s by default): BridgeIntegrationTests'
+    /// aHubsWillMakesItsAccessoriesStaleUntilItIsBack tests the grace itself.
     @Test func theHubStatusIsRetainedOnlineAndItsWillSaysOfflineWhenTheHubIsKilled() async throws {
-        let fixture = try await BridgeFixture()
+        let fixture = try await BridgeFixture(bridgeArguments: ["--hub-offline-grace", "1"])
         let status = "audio/hubs/will-hub-0/status"
         let simulator = try ChildProcess(
             executable: try BuiltProducts.path("hub-sim"),

@@ -71,7 +71,7 @@ import Glibc
         let accessories = 10
         let rounds = 40
         let (simulator, output) = try Self.run(fixture, [
-            "--hubs", "\(hubs)", "--accessories", "\(accessories)", "--rounds", "\(rounds)", "--rate", "100",
+            "--hubs", "\(hubs)", "--accessories", "\(accessories)", "--rounds", "\(rounds)", "--rate", "200",
             "--verify", "--timeout-ms", "300", "--timeout-max-ms", "1000", "--drain", "60", "--prefix", "chaos",
         ], log: "chaos")
         let total = hubs * accessories * rounds

@@ -261,11 +261,14 @@ final class BridgeFixture: Sendable {
     static let queues = "max_queued_messages 1000000\nmax_inflight_messages 0\n"
 
     let broker: MosquittoBroker
+    /// Options given to every start of the bridge after the fixture's own.
+    let bridgeArguments: [String]
     private let bridge = Mutex<ChildProcess?>(nil)
     private let starts = Atomic<Int>(0)
 
-    init(persistence: Bool = false, extraConfig: String = "") async throws {
+    init(persistence: Bool = false, extraConfig: String = "", bridgeArguments: [String] = []) async throws {
         broker = try await MosquittoBroker(persistence: persistence, extraConfig: Self.queues + extraConfig)
+        self.bridgeArguments = bridgeArguments
         try await startBridge()
     }
 
@@ -279,7 +282,8 @@ final class BridgeFixture: Sendable {
         let offset = broker.logLength
         let process = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", "sdk-bridge", "--log-level", "info"],
+            arguments: ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--http-port", "0", "--client-id", "sdk-bridge", "--log-level", "info"]
+                + bridgeArguments,
             outputPath: broker.directory.appendingPathComponent("bridge-\(number).log").path)
         bridge.withLock { $0 = process }
         // The bridge subscribes to telemetry once its rebuild is done: then it answers.
