@@ -57,15 +57,37 @@ public struct HomeAutomationStateMachine: Sendable {
     /// accessory was announced after the first connection.
     private var retainedConfigs: [String: Int] = [:]
     private var lastBridgeView: [UInt8] = []
-    /// Announcing every accessory: the ids to announce, in order, and the next one's index (hubs online go first).
-    private var toAnnounce: [AccessoryID] = []
-    private var nextToAnnounce = 0
-    private var announcing = false
-    /// Home Assistant's birth: every config goes out again, changed or not, without forgetting what was announced
-    /// (dropping it and building it again, a million entries at a fleet's scale, ran on the network thread); those a
-    /// state change published since it began are not sent twice.
-    private var announcingEverything = false
-    private var announcedDuringPass: Set<AccessoryID> = []
+    /// Announcing every accessory, in slices (``nextSlice(budget:state:)``); `nil` when no pass runs.
+    private var pass: AnnouncingPass?
+
+    /// One pass over every accessory: the ids to announce, in order (hubs online went first), and the next one's
+    /// index. On Home Assistant's birth (`everything`), every config goes out again, changed or not, without forgetting
+    /// what was announced (dropping it and building it again, a million entries at a fleet's scale, ran on the network
+    /// thread); those a state change published since the pass began are not sent twice.
+    private struct AnnouncingPass {
+        let ids: [AccessoryID]
+        let everything: Bool
+        private var next = 0
+        private(set) var publishedSince: Set<AccessoryID> = []
+
+        init(ids: [AccessoryID], everything: Bool) {
+            self.ids = ids
+            self.everything = everything
+        }
+
+        var isDone: Bool { next == ids.count }
+
+        mutating func nextID() -> AccessoryID? {
+            guard next < ids.count else { return nil }
+            defer { next += 1 }
+            return ids[next]
+        }
+
+        /// A state change published `id`'s config while the pass runs: a birth's pass need not send it again.
+        mutating func published(_ id: AccessoryID) {
+            if everything { publishedSince.insert(id) }
+        }
+    }
 
     /// - Parameter grouped: a cluster's slot: its discovery configs under a node level of their own
     ///   (``HomeAssistantDiscovery/init(prefix:root:grouped:)``).
@@ -168,28 +190,22 @@ public struct HomeAutomationStateMachine: Sendable {
     }
 
     /// Whether accessories wait to be announced: the shell then calls ``nextSlice(budget:state:)`` between messages.
-    public var isAnnouncing: Bool { announcing }
+    public var isAnnouncing: Bool { pass != nil }
 
     /// The next slice of announcements: at most `budget` accessories' configs (those unchanged since announced cost
     /// nothing); `state` looks an accessory up (`nil`: gone). After the last, the stale retained configs are removed.
     public mutating func nextSlice(budget: Int, state: (AccessoryID) -> AccessoryState?) -> [Publication] {
-        guard announcing else { return [] }
+        guard let everything = pass?.everything else { return [] }
         var publications: [Publication] = []
         var left = budget
-        while left > 0, nextToAnnounce < toAnnounce.count {
-            let id = toAnnounce[nextToAnnounce]
-            nextToAnnounce += 1
+        while left > 0, let id = pass?.nextID() {
             guard let state = state(id), state.accessory.registration != .unpaired else { continue }
             let before = publications.count
-            announce(state, again: announcingEverything, into: &publications)
+            announce(state, again: everything, into: &publications)
             if publications.count > before { left -= 1 }
         }
-        if nextToAnnounce == toAnnounce.count {
-            announcing = false
-            toAnnounce = []
-            nextToAnnounce = 0
-            announcingEverything = false
-            announcedDuringPass = []
+        if pass?.isDone == true {
+            pass = nil
             // What is left was not announced: it belongs to an accessory or hub that is gone.
             for stale in retainedConfigs.keys.sorted() { publications.append(removal(of: stale)) }
             retainedConfigs.removeAll()
@@ -204,11 +220,7 @@ public struct HomeAutomationStateMachine: Sendable {
         var publications: [Publication] = []
         announceBridge(discovery, into: &publications)
         for hub in hubsOnline { announce(hub, into: &publications) }
-        toAnnounce = accessories
-        nextToAnnounce = 0
-        announcing = true
-        announcingEverything = everything
-        announcedDuringPass = []
+        pass = AnnouncingPass(ids: accessories, everything: everything)
         return publications
     }
 
@@ -268,10 +280,10 @@ public struct HomeAutomationStateMachine: Sendable {
         unannounced.remove(device.id)
         let changed = announced.updateValue(device, forKey: device.id) != device
         if again {
-            guard changed || !announcedDuringPass.contains(device.id) else { return }
+            guard changed || pass?.publishedSince.contains(device.id) != true else { return }
         } else {
             guard changed else { return }
-            if announcingEverything { announcedDuringPass.insert(device.id) }
+            pass?.published(device.id)
         }
         let objectID = discovery.accessoryID(device.id)
         let config = HomeAssistantDiscovery.payload(discovery.accessoryConfig(device))
