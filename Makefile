@@ -127,13 +127,13 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	$(E2E_CBUILD)
 
 ## bench-cluster: the cluster (docs/scale-out.md), release bridges on one mosquitto and etcd: the same load (HUBS 12
-## hubs x ACCESSORIES 100, RATE 3000 reports/s, a DURATION 20 s window) through 1, 2 and 3 members (the members' and the broker's CPU per report: no fan-out), failover gaps over KILLS (20) kills,
+## hubs x ACCESSORIES 100, RATE 3000 reports/s, a DURATION 20 s window) through 1, 2 and 3 members, ROUNDS (3) times (the members' and the broker's CPU per report, the median of the rounds' ratios: no fan-out), failover gaps over KILLS (20) kills,
 ## and a SIGKILLed member's slots rebuilt at REBUILD_ACCESSORIES (1,000,000; 0 skips it; about 15 minutes) accessories
 ## (scripts/bench-cluster.sh).
 .PHONY: bench-cluster
 bench-cluster: deps hub-sdk .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
-	HUBS=$(or $(HUBS),12) KILLS=$(or $(KILLS),20) REBUILD_ACCESSORIES=$(or $(REBUILD_ACCESSORIES),1000000) \
+	HUBS=$(or $(HUBS),12) KILLS=$(or $(KILLS),20) REBUILD_ACCESSORIES=$(or $(REBUILD_ACCESSORIES),1000000) ROUNDS=$(ROUNDS) \
 	    $(if $(filter command line,$(origin ACCESSORIES)),ACCESSORIES=$(ACCESSORIES)) \
 	    $(if $(filter command line,$(origin RATE)),RATE=$(RATE)) \
 	    $(if $(filter command line,$(origin DURATION)),DURATION=$(DURATION)) scripts/bench-cluster.sh

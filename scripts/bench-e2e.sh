@@ -148,11 +148,6 @@ for round in $(seq "$rounds"); do
     done
 done
 
-# middle: the median of the numbers on standard input, one per line.
-middle() {
-    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # median SIDE COLUMN: the median of that column over the rounds.
 median() {
     awk -F'\t' -v side="$1" -v column="$2" 'NR > 1 && $2 == side { print $column }' "$results" | middle

@@ -7,6 +7,8 @@
 # wait_idle PID [SECONDS]
 #   Returns once the process used no CPU time for two seconds in a row (it caught up with what was sent to it), or
 #   after SECONDS (default 1800) with a warning.
+# middle
+#   The median of the numbers on standard input, one per line.
 
 require_built() {
     local script=$1 target=$2 bin
@@ -32,4 +34,8 @@ wait_idle() {
         if [ $((now - last)) -le 2 ]; then quiet=$((quiet + 1)); else quiet=0; fi
         last=$now
     done
+}
+
+middle() {
+    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
