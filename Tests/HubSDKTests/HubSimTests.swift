@@ -48,16 +48,28 @@ import Glibc
         return try JSONDecoder().decode(Summary.self, from: Data(line.utf8))
     }
 
-    /// Waits until hub-sim's progress shows `results` results (its stderr log), so that faults hit a stream under way.
-    static func waitForProgress(_ output: URL, results: Int, timeout: Duration = .seconds(60)) async throws {
+    /// What hub-sim's progress lines count (its stderr log, a line a second).
+    enum Count: String {
+        case sent, results
+    }
+
+    /// Waits until hub-sim's progress shows `count` at `mark` or more, so that faults hit a run under way. Fails at
+    /// once if hub-sim ended first (its summary is written): a fault after the run would test nothing.
+    static func waitForProgress(
+        _ output: URL, _ count: Count, _ mark: Int, timeout: Duration = .seconds(60)
+    ) async throws {
         let log = URL(fileURLWithPath: output.path + ".log")
-        try await waitUntil("hub-sim at \(results) results", timeout: timeout) {
+        try await waitUntil("hub-sim at \(mark) \(count.rawValue)", timeout: timeout) {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             let counts = text.split(separator: "\n").compactMap { line -> Int? in
-                guard let range = line.range(of: "results ") else { return nil }
+                guard let range = line.range(of: " \(count.rawValue) ") else { return nil }
                 return Int(line[range.upperBound...].prefix { $0.isNumber })
             }
-            return (counts.last ?? 0) >= results
+            if (counts.last ?? 0) >= mark { return true }
+            if let summary = try? String(contentsOf: output, encoding: .utf8), !summary.isEmpty {
+                throw TestFailure("hub-sim ended before \(mark) \(count.rawValue): \(text.suffix(500))")
+            }
+            return false
         }
     }
 
@@ -76,15 +88,19 @@ import Glibc
         ], log: "chaos")
         let total = hubs * accessories * rounds
 
-        try await Self.waitForProgress(output, results: total / 5)
+        // The faults come at marks of what was sent, which hub-sim paces by the clock, so that each falls inside the
+        // run: a mark of results can be passed between two progress lines by the burst that follows a recovery, and
+        // the run end before it is seen (run 10 of a 30-run stress, at 200/s: results went from 1,467 to all 2,000
+        // within a second of the broker's restart).
+        try await Self.waitForProgress(output, .sent, total / 5)
         try await fixture.killBridge()
         try await Task.sleep(for: .milliseconds(300))
         try await fixture.startBridge()
 
-        try await Self.waitForProgress(output, results: total / 2)
+        try await Self.waitForProgress(output, .sent, total / 2)
         try await fixture.broker.restart()
 
-        try await Self.waitForProgress(output, results: total * 3 / 4)
+        try await Self.waitForProgress(output, .sent, total * 3 / 4)
         try await fixture.killBridge()
         try await Task.sleep(for: .milliseconds(300))
         try await fixture.startBridge()
@@ -147,13 +163,34 @@ import Glibc
         let (simulator, output) = try Self.run(fixture, [
             "--accessories", "10", "--seconds", "600", "--rate", "50", "--scenario", "placement", "--prefix", "stopped",
         ], log: "stopped")
-        try await Self.waitForProgress(output, results: 50)
+        try await Self.waitForProgress(output, .results, 50)
         simulator.signal(SIGINT)
         #expect(try await simulator.exit(timeout: .seconds(60)) == 0)
         let summary = try Self.summary(output)
         #expect(summary.sent >= 50 && summary.results == summary.sent && summary.lost == 0, "\(summary)")
         let log = try String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)
         #expect(log.contains("hub-sim: stopping"), "\(log)")
+    }
+
+    /// The wait for a mark sees the mark in the progress lines, and fails at once, not after its timeout, when the
+    /// run ended before it.
+    @Test func theWaitForAMarkFailsAtOnceWhenTheRunEndedBeforeIt() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("progress-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("run.json")
+        try "hub-sim:   1.0 s  sent 200  results 70  outstanding 130  retried 38  70 results/s\n"
+            .write(toFile: output.path + ".log", atomically: true, encoding: .utf8)
+        try "".write(to: output, atomically: true, encoding: .utf8)
+        try await Self.waitForProgress(output, .sent, 200, timeout: .seconds(5))
+        try await Self.waitForProgress(output, .results, 70, timeout: .seconds(5))
+
+        try "{\"sent\":2000}\n".write(to: output, atomically: true, encoding: .utf8)
+        let started = ContinuousClock.now
+        await #expect(throws: TestFailure.self) {
+            try await Self.waitForProgress(output, .sent, 1500, timeout: .seconds(30))
+        }
+        #expect(ContinuousClock.now - started < .seconds(10), "it failed at once, not at its timeout")
     }
 
     @Test func badArgumentsAreRefused() async throws {
