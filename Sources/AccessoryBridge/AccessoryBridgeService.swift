@@ -43,7 +43,7 @@ public final class AccessoryBridgeService: Service {
         configuration: BridgeConfiguration, logger: Logger, clock: WallClock = .system,
         metrics: any MetricsFactory = MetricsSystem.factory,
         instanceID: String = String(UInt32.random(in: .min ... .max), radix: 16), slot: ServedSlot? = nil,
-        onServing: (@Sendable () -> Void)? = nil
+        sharedDevices: SharedDeviceLink? = nil, onServing: (@Sendable () -> Void)? = nil
     ) throws(MQTTError) {
         self.configuration = configuration
         self.clock = clock
@@ -77,7 +77,9 @@ public final class AccessoryBridgeService: Service {
         offlineStatus = { statuses.status(online: false, since: clock.now) }
         processor = MessageProcessor(
             configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,
-            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt), slot: slot)
+            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt), slot: slot,
+            sharedDevices: sharedDevices)
+        sharedDevices?.onPost { [client] in client.wakeHandler() }
         held = slot.map { [processor] _ in HeldHandler(processor) }
     }
 

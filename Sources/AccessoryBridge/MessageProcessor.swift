@@ -55,12 +55,16 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var heapTrimmer = HeapTrimmer()
     /// Since when, and how many accessories, home automation is being announced to (for the log line at its end).
     private var announcing: (since: ContinuousClock.Instant, accessories: Int)?
+    /// In a cluster, where the slot's shared devices are settled with etcd (docs/scale-out.md).
+    private let sharedDevices: SharedDeviceLink?
 
     /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
-        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: MQTTMessage? = nil, slot: ServedSlot? = nil
+        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: MQTTMessage? = nil, slot: ServedSlot? = nil,
+        sharedDevices: SharedDeviceLink? = nil
     ) {
+        self.sharedDevices = sharedDevices
         let roots = TopicRoots(configuration.topicRoot, slot: slot)
         self.roots = roots
         codec = WireCodec(maximumPayloadSize: configuration.maximumPayloadSize)
@@ -141,6 +145,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
+        if sharedDevices?.hasEvents == true { return .zero }
         // Home automation's announcements go a slice per turn of the network loop, between the messages it reads;
         // while the client's queue holds many, they wait for it to go down.
         if homeAutomation?.isAnnouncing == true {
@@ -157,6 +162,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     public func wake() {
         owner.check()
+        takeSharedDeviceEvents()
         tick()
         if let next = nextHousekeeping, let interval = housekeepingInterval, clock.now >= next {
             nextHousekeeping = clock.now + interval
@@ -225,6 +231,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             self.receivedAt = nil
             metrics.handling.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds)
         }
+        // What etcd said about shared devices comes first: a message must meet the routes as they stand.
+        takeSharedDeviceEvents()
         if homeAutomation?.isHomeAssistantStatus(message.topic) == true {
             // Home Assistant (re)started ("online"): it needs every device again.
             let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
@@ -341,6 +349,17 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         run(core.sourceReported(report, from: source, at: clock.now), replyingTo: nil)
     }
+
+    /// In a cluster, runs what etcd said about the slot's shared devices since the last time.
+    public func takeSharedDeviceEvents() {
+        guard let events = sharedDevices?.take(), !events.isEmpty else { return }
+        for event in events {
+            run(core.sharedDevice(event, at: clock.now), replyingTo: nil)
+        }
+    }
+
+    /// In a cluster, the shared devices this slot holds, with their epochs.
+    public var heldDevices: [BluetoothAddress: UInt64] { core.heldDevices }
 
     // MARK: - Time
 
@@ -516,8 +535,20 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 sent = outbox.publishRebirthRequest(rebirth)
             case .watchSource(let source):
                 sent = watch(source, true)
+                sharedDevices?.send(.listed(source))
             case .unwatchSource(let source):
                 sent = watch(source, false)
+                sharedDevices?.send(.unlisted(source))
+            case .notePutOn(let accessory):
+                sharedDevices?.send(.putOn(accessory))
+                sent = true
+            case .claimDevice(let claim):
+                logger.debug("claiming a shared device", metadata: ["source.id": "\(claim.source)", "accessory.id": "\(claim.accessory)"])
+                sharedDevices?.send(.claim(claim))
+                sent = true
+            case .releaseDevice(let release):
+                sharedDevices?.send(.release(release))
+                sent = true
             }
             if !sent {
                 core.notSent(action)

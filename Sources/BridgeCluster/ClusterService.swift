@@ -39,13 +39,20 @@ public final class ClusterService: Service {
         var task: Task<Void, Never>
     }
 
+    /// A served slot's way to etcd about its playing devices: the link its processor talks through, and what runs
+    /// its requests.
+    private struct SlotLink: Sendable {
+        var link: SharedDeviceLink
+        var devices: SlotDevices
+    }
+
     /// What the state machine hears of, from etcd, the slots and the time.
     enum Event: Sendable {
         case tick
         case leaseGranted(Int64, sentAt: ContinuousClock.Instant)
         case keepAliveAnswered(alive: Bool, sentAt: ContinuousClock.Instant)
         case registered
-        case loaded(members: Set<String>, claims: [Int: ClusterStateMachine.Claim])
+        case loaded(members: Set<String>, claims: [Int: ClusterStateMachine.Claim], devices: DeviceSnapshot)
         case changes([CoordinationChange])
         case claimed(Int, epoch: UInt64)
         case claimRefused(Int, holder: String, epoch: UInt64)
@@ -55,6 +62,15 @@ public final class ClusterService: Service {
         case released(Int)
         case etcdFailed
         case shutdown
+        /// What etcd answered to a slot's request about a playing device.
+        case deviceAnswer(Int, SlotDevices.Answer)
+    }
+
+    /// The shared devices' keys as a read found them.
+    struct DeviceSnapshot: Sendable {
+        var shared: [BluetoothAddress: (listers: Set<Int>, revision: UInt64)] = [:]
+        var holders: [BluetoothAddress: (holder: DeviceHolder, revision: UInt64)] = [:]
+        var revision: UInt64 = 0
     }
 
     public init(
@@ -104,6 +120,10 @@ public final class ClusterService: Service {
         let service: ClusterService
         let post: AsyncStream<Event>.Continuation
         var machine: ClusterStateMachine
+        /// The shared devices, as etcd says: what the slots served here must hear of them.
+        var directory = SharedDeviceDirectory()
+        /// The slots served here (from their start to their stop): where the directory's news go.
+        var links: [Int: SlotLink] = [:]
         /// What concerns one slot runs in order: each step waits for the one before.
         var slotChains: [Int: Task<Void, Never>] = [:]
         var watcher: Task<Void, Never>?
@@ -149,9 +169,14 @@ public final class ClusterService: Service {
                 return machine.keepAliveAnswered(alive: alive, sentAt: sentAt, at: now)
             case .registered:
                 return machine.registered(at: now)
-            case .loaded(let members, let claims):
+            case .loaded(let members, let claims, let devices):
                 service.logger.info(
-                    "read the cluster", metadata: ["members": "\(members.sorted())", "claimed_slots": "\(claims.count)"])
+                    "read the cluster",
+                    metadata: [
+                        "members": "\(members.sorted())", "claimed_slots": "\(claims.count)",
+                        "shared_devices": "\(devices.shared.count)",
+                    ])
+                tell(directory.loaded(shared: devices.shared, holders: devices.holders, at: devices.revision))
                 return machine.loaded(members: members, claims: claims, at: now)
             case .changes(let changes):
                 return changes.flatMap { apply($0, at: now) }
@@ -172,16 +197,29 @@ public final class ClusterService: Service {
                 let holding = machine.holdings[slot]
                 guard holding == .starting(epoch: epoch) || holding == .serving(epoch: epoch) else { return [] }
                 let (service, post) = (service, post)
+                guard let link = links[slot]?.link else { return [] }
                 chain(slot) {
                     await service.stopSlot(slot, reason: nil)
                     try? await Task.sleep(for: .seconds(1))
-                    service.startSlot(slot, epoch: epoch, post: post)
+                    service.startSlot(slot, epoch: epoch, sharedDevices: link, post: post)
                 }
                 return []
             case .released(let slot):
                 return machine.released(slot, at: now)
             case .etcdFailed:
                 return machine.etcdFailed(at: now)
+            case .deviceAnswer(let slot, let answer):
+                switch answer {
+                case .listed(let device, let listers, let revision):
+                    tell(directory.listed(device, by: slot, listers: listers, at: revision))
+                case .claimed(let device, let holder, let revision):
+                    service.metrics.deviceClaims["claimed"]?.increment()
+                    tell(directory.claimed(device, by: slot, holder: holder, at: revision))
+                case .refused(let device, let holder, let revision):
+                    service.metrics.deviceClaims["refused"]?.increment()
+                    tell(directory.refused(device, to: slot, holder: holder, at: revision))
+                }
+                return []
             case .shutdown:
                 shuttingDown = true
                 service.logger.info("leaving the cluster: every slot stops, then the lease is revoked")
@@ -199,19 +237,39 @@ public final class ClusterService: Service {
                     return machine.memberJoined(name, at: now)
                 case .slot(let slot)?:
                     return machine.slotClaimed(slot, by: entry.value, epoch: entry.createRevision, at: now)
+                case .shared(let device)?:
+                    tell(directory.listersChanged(device, to: ListerSlots(parsing: entry.value).slots, at: entry.modRevision))
+                    return []
+                case .holder(let device)?:
+                    tell(directory.holderChanged(device, to: DeviceHolder(parsing: entry.value), at: entry.modRevision))
+                    return []
                 case nil:
                     return []
                 }
-            case .delete(let key):
+            case .delete(let key, let revision):
                 switch service.keys.subject(of: key) {
                 case .member(let name)?:
                     service.logger.info("a member left", metadata: ["member": "\(name)"])
                     return machine.memberLeft(name, at: now)
                 case .slot(let slot)?:
                     return machine.slotReleased(slot, at: now)
+                case .shared(let device)?:
+                    tell(directory.listersChanged(device, to: nil, at: revision))
+                    return []
+                case .holder(let device)?:
+                    tell(directory.holderChanged(device, to: nil, at: revision))
+                    return []
                 case nil:
                     return []
                 }
+            }
+        }
+
+        /// Hands the directory's news to the slots served here, each slot's in order.
+        private func tell(_ notices: [SharedDeviceDirectory.Notice]) {
+            guard !notices.isEmpty else { return }
+            for (slot, events) in Dictionary(grouping: notices, by: \.slot) {
+                links[slot]?.link.post(events.map(\.event))
             }
         }
 
@@ -289,10 +347,23 @@ public final class ClusterService: Service {
                 }
             case .startSlot(let slot, let epoch):
                 service.metrics.takeovers.increment()
-                chain(slot) { service.startSlot(slot, epoch: epoch, post: post) }
+                // The slot's link exists from here on, so that no news of its devices is missed; what it must know
+                // already waits in it for the processor.
+                let devices = SlotDevices(
+                    slot: slot, store: store, keys: keys, lease: machine.lease ?? 0, logger: service.logger,
+                    report: { post.yield(.deviceAnswer($0, $1)) })
+                let link = SharedDeviceLink(send: { devices.send($0) })
+                links[slot] = SlotLink(link: link, devices: devices)
+                link.post(directory.slotStarted(slot).map(\.event))
+                chain(slot) { service.startSlot(slot, epoch: epoch, sharedDevices: link, post: post) }
             case .stopSlot(let slot, let reason):
                 service.metrics.stops[reason]?.increment()
-                chain(slot) { await service.stopSlot(slot, reason: reason) }
+                directory.slotStopped(slot)
+                let devices = links.removeValue(forKey: slot)?.devices
+                chain(slot) {
+                    await service.stopSlot(slot, reason: reason)
+                    await devices?.finish()
+                }
             case .fence(let until):
                 service.fence.withLock { $0 = until }
                 service.metrics.leaseFresh.record(until == nil ? 0 : 1)
@@ -333,7 +404,9 @@ public final class ClusterService: Service {
         return nil
     }
 
-    private func startSlot(_ slot: Int, epoch: UInt64, post: AsyncStream<Event>.Continuation) {
+    private func startSlot(
+        _ slot: Int, epoch: UInt64, sharedDevices: SharedDeviceLink, post: AsyncStream<Event>.Continuation
+    ) {
         var configuration = bridge
         configuration.mqtt.clientID = self.configuration.clientID(of: slot)
         configuration.mqtt.connectionGate = { [weak self] in
@@ -347,6 +420,7 @@ public final class ClusterService: Service {
         do {
             service = try AccessoryBridgeService(
                 configuration: configuration, logger: logger, metrics: metricsFactory, slot: served,
+                sharedDevices: sharedDevices,
                 onServing: {
                     logger.info(
                         "serving a slot",
@@ -390,14 +464,21 @@ public final class ClusterService: Service {
             }
             var members = Set<String>()
             var claims: [Int: ClusterStateMachine.Claim] = [:]
+            var devices = DeviceSnapshot(revision: UInt64(max(0, snapshot.revision)))
             for entry in snapshot.entries {
                 switch keys.subject(of: entry.key) {
                 case .member(let name)?: members.insert(name)
                 case .slot(let slot)?: claims[slot] = .init(holder: entry.value, epoch: entry.createRevision)
+                case .shared(let device)?:
+                    devices.shared[device] = (ListerSlots(parsing: entry.value).slots, entry.modRevision)
+                case .holder(let device)?:
+                    if let holder = DeviceHolder(parsing: entry.value) {
+                        devices.holders[device] = (holder, entry.modRevision)
+                    }
                 case nil: break
                 }
             }
-            post.yield(.loaded(members: members, claims: claims))
+            post.yield(.loaded(members: members, claims: claims, devices: devices))
             do {
                 for try await changes in store.watch(prefix: keys.prefix, after: snapshot.revision) {
                     post.yield(.changes(changes))

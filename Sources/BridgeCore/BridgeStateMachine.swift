@@ -231,10 +231,23 @@ public struct BridgeStateMachine: Sendable {
     {
         let output = routing.sourceReported(report, from: source, at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
-        var actions = output.commands.map(BridgeAction.sendCommand)
+        var actions = Self.actions(of: output)
         publishStates(of: output.rerouted, except: nil, into: &actions)
         return actions
     }
+
+    /// In a cluster, what etcd said about a playing device that accessories of other slots list too: the commands
+    /// of the decisions that waited for it, and the states of the accessories whose route moved.
+    public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> [BridgeAction] {
+        let output = routing.sharedDevice(event, at: now)
+        agenda.scheduleRouting(at: output.nextDeadline)
+        var actions = Self.actions(of: output)
+        publishStates(of: output.rerouted, except: nil, into: &actions)
+        return actions
+    }
+
+    /// In a cluster, the shared devices this slot holds, with their epochs.
+    public var heldDevices: [BluetoothAddress: UInt64] { routing.heldDevices }
 
     /// Lets time pass: raises the diagnostics that came due and closes resume windows.
     public mutating func tick(at now: Timestamp) -> [BridgeAction] {
@@ -270,7 +283,7 @@ public struct BridgeStateMachine: Sendable {
         case .sendCommand(let command): routing.commandNotSent(command)
         case .publishState(let state): unpublished.insert(state.accessory.id)
         case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
-        case .answer, .watchSource, .unwatchSource: break
+        case .answer, .watchSource, .unwatchSource, .notePutOn, .claimDevice, .releaseDevice: break
         }
     }
 
@@ -280,7 +293,7 @@ public struct BridgeStateMachine: Sendable {
     /// the states of a whole fleet are never built at once when its queue overflowed.
     public mutating func publishingResumed(at now: Timestamp, statesAtMost limit: Int = .max) -> [BridgeAction] {
         let output = routing.reconcile(at: now)
-        var actions = output.commands.map(BridgeAction.sendCommand)
+        var actions = Self.actions(of: output)
         if republishing.isEmpty {
             republishing = unpublished.sorted(by: >)
             unpublished.removeAll()
@@ -301,7 +314,7 @@ public struct BridgeStateMachine: Sendable {
     /// Takes back an accessory as its retained state had it, before any event: nothing is published.
     public mutating func restore(_ state: AccessoryState, at now: Timestamp) {
         var nothing: [BridgeAction] = []
-        save(state.accessory, into: &nothing)
+        save(state.accessory, into: &nothing, restoring: true)
         routing.restore(RoutingAccessory(state.accessory), routedSource: state.routedSource, at: now)
         // From the state itself: reading it back from the store would convert it again.
         let machine = AccessoryStateMachine(restoring: state.accessory, policy: policy.accessory)
@@ -326,11 +339,17 @@ public struct BridgeStateMachine: Sendable {
         AccessoryState(accessory, routedSource: routing.routedSource(for: accessory.id), epoch: epoch)
     }
 
-    /// Keeps `accessory`; in a cluster, says which playing devices the slot starts or stops reading.
-    private mutating func save(_ accessory: Accessory, into actions: inout [BridgeAction]) {
+    /// Keeps `accessory`; in a cluster, says which playing devices the slot starts or stops reading. A device newly
+    /// listed waits until the shell says whether another slot lists it too; one restored does not (the shell tells
+    /// the slot its shared devices once it is rebuilt).
+    private mutating func save(_ accessory: Accessory, into actions: inout [BridgeAction], restoring: Bool = false) {
         if listed != nil {
             let before = store[accessory.id].map { RoutingAccessory($0).connected } ?? []
             let (started, ended) = listed!.relist(from: before, to: RoutingAccessory(accessory).connected)
+            if !restoring {
+                for source in started { routing.deviceListed(source) }
+            }
+            for source in ended { routing.deviceUnlisted(source) }
             actions += started.map(BridgeAction.watchSource) + ended.map(BridgeAction.unwatchSource)
         }
         store.save(accessory)
@@ -348,8 +367,17 @@ public struct BridgeStateMachine: Sendable {
     {
         let output = routing.accessoryChanged(RoutingAccessory(accessory), at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
-        actions += output.commands.map(BridgeAction.sendCommand)
+        actions += Self.actions(of: output)
         return output.rerouted
+    }
+
+    /// What a routing output asks the shell to do, in order: the put-ons to order (before the claims), the
+    /// commands, the claims, the releases (after the commands, which carry the released devices' epochs).
+    private static func actions(of output: RoutingOutput) -> [BridgeAction] {
+        let commands = output.commands.map(BridgeAction.sendCommand)
+        guard !output.putOns.isEmpty || !output.claims.isEmpty || !output.releases.isEmpty else { return commands }
+        return output.putOns.map(BridgeAction.notePutOn) + commands + output.claims.map(BridgeAction.claimDevice)
+            + output.releases.map(BridgeAction.releaseDevice)
     }
 
     private mutating func publishStates(

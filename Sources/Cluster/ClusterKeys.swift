@@ -1,9 +1,22 @@
-/// Where a cluster keeps its state in etcd (docs/scale-out.md), all under `/aab/{cluster}/`:
+import AccessoryModel
+
+/// Where a cluster keeps its state in etcd (docs/scale-out.md). What every member reads and watches is under
+/// `/aab/{cluster}/`, and small: members, claims, and the shared devices only:
 ///
 /// | key | value | lease |
 /// |---|---|---|
 /// | `/aab/{cluster}/members/{member}` | the member's name | the member's |
 /// | `/aab/{cluster}/slots/{slot}` | the holder's name (the key's create revision is the slot's epoch) | the holder's |
+/// | `/aab/{cluster}/shared/{device}` | the slots that list it, two or more (`3,7`) | none |
+/// | `/aab/{cluster}/holders/{device}` | `{slot}/{put-on revision}/{accessory}` (its mod revision is the device's epoch) | the holder's |
+///
+/// Which slots list each device, and when accessories were put on, are written and read one key at a time, never
+/// watched: under `/aab-devices/{cluster}/`, so that a fleet's million devices stay out of every member's read.
+///
+/// | key | value | lease |
+/// |---|---|---|
+/// | `/aab-devices/{cluster}/listers/{device}` | the slots that list it (`3`, `3,7`) | none |
+/// | `/aab-devices/{cluster}/put-ons/{accessory}` | its slot (the key's mod revision orders its put-on) | the writer's |
 public struct ClusterKeys: Hashable, Sendable {
     public let cluster: String
 
@@ -18,10 +31,20 @@ public struct ClusterKeys: Hashable, Sendable {
 
     public func slot(_ slot: Int) -> String { "\(prefix)slots/\(slot)" }
 
+    public func shared(_ device: BluetoothAddress) -> String { "\(prefix)shared/\(device.topicID)" }
+
+    public func holder(_ device: BluetoothAddress) -> String { "\(prefix)holders/\(device.topicID)" }
+
+    public func listers(_ device: BluetoothAddress) -> String { "/aab-devices/\(cluster)/listers/\(device.topicID)" }
+
+    public func putOn(_ accessory: AccessoryID) -> String { "/aab-devices/\(cluster)/put-ons/\(accessory)" }
+
     /// What a key of the cluster is about.
     public enum Subject: Hashable, Sendable {
         case member(String)
         case slot(Int)
+        case shared(BluetoothAddress)
+        case holder(BluetoothAddress)
     }
 
     /// What `key` is about, if it is one of the cluster's.
@@ -35,6 +58,50 @@ public struct ClusterKeys: Hashable, Sendable {
         if rest.hasPrefix("slots/"), let slot = Int(rest.dropFirst("slots/".count)), slot >= 0 {
             return .slot(slot)
         }
+        if rest.hasPrefix("shared/"), let device = BluetoothAddress(topicID: rest.dropFirst("shared/".count)) {
+            return .shared(device)
+        }
+        if rest.hasPrefix("holders/"), let device = BluetoothAddress(topicID: rest.dropFirst("holders/".count)) {
+            return .holder(device)
+        }
         return nil
     }
+}
+
+/// The slots that list a device, as its lister and shared keys hold them: `3,7`.
+public struct ListerSlots: Hashable, Sendable, CustomStringConvertible {
+    public var slots: Set<Int>
+
+    public init(_ slots: Set<Int>) {
+        self.slots = slots
+    }
+
+    /// Reads a key's value; what is not a slot number is skipped.
+    public init(parsing value: String) {
+        slots = Set(value.split(separator: ",").compactMap { Int($0) })
+    }
+
+    public var description: String { slots.sorted().map(String.init).joined(separator: ",") }
+}
+
+/// Who holds a shared device, as its holder key says: `{slot}/{put-on revision}/{accessory}`.
+public struct DeviceHolder: Hashable, Sendable, CustomStringConvertible {
+    public var slot: Int
+    /// The etcd revision of its accessory's put-on (0: not known): rule 6 compares it across slots.
+    public var putOnRevision: UInt64
+    public var accessory: String
+
+    public init(slot: Int, putOnRevision: UInt64, accessory: String) {
+        self.slot = slot
+        self.putOnRevision = putOnRevision
+        self.accessory = accessory
+    }
+
+    public init?(parsing value: String) {
+        let parts = value.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let slot = Int(parts[0]), let revision = UInt64(parts[1]) else { return nil }
+        self.init(slot: slot, putOnRevision: revision, accessory: String(parts[2]))
+    }
+
+    public var description: String { "\(slot)/\(putOnRevision)/\(accessory)" }
 }

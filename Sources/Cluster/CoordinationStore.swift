@@ -20,6 +20,13 @@ public protocol CoordinationStore: Sendable {
     /// Deletes `key` if it is still the one created at `revision` (one transaction): whether it did.
     func delete(_ key: String, createdAt revision: UInt64) async throws -> Bool
 
+    /// The key, if it exists.
+    func get(_ key: String) async throws -> CoordinationEntry?
+
+    /// Runs `transaction` in one step: its writes when every condition holds, else nothing. The revision of the
+    /// writes, or `nil` when a condition failed.
+    func commit(_ transaction: CoordinationTransaction) async throws -> UInt64?
+
     /// Every key under `prefix`, and the store's revision at that read.
     func read(prefix: String) async throws -> CoordinationSnapshot
 
@@ -28,16 +35,55 @@ public protocol CoordinationStore: Sendable {
     func watch(prefix: String, after revision: Int64) -> AsyncThrowingStream<[CoordinationChange], any Error>
 }
 
-/// A key, its value, and the revision that created it.
+/// A key, its value, the revision that created it and the one that last wrote it.
 public struct CoordinationEntry: Hashable, Sendable {
     public var key: String
     public var value: String
     public var createRevision: UInt64
+    public var modRevision: UInt64
 
-    public init(key: String, value: String, createRevision: UInt64) {
+    public init(key: String, value: String, createRevision: UInt64, modRevision: UInt64 = 0) {
         self.key = key
         self.value = value
         self.createRevision = createRevision
+        self.modRevision = modRevision == 0 ? createRevision : modRevision
+    }
+}
+
+/// A compare-and-swap of etcd's kind: writes that happen only if each key is still at the revision read.
+public struct CoordinationTransaction: Hashable, Sendable {
+    /// A key that must still have been last written at `modRevision` (0: it must not exist).
+    public struct Condition: Hashable, Sendable {
+        public var key: String
+        public var modRevision: UInt64
+
+        public init(key: String, modRevision: UInt64) {
+            self.key = key
+            self.modRevision = modRevision
+        }
+    }
+
+    /// A key to put, on `lease` (0: none; it stays until deleted).
+    public struct Put: Hashable, Sendable {
+        public var key: String
+        public var value: String
+        public var lease: Int64
+
+        public init(key: String, value: String, lease: Int64 = 0) {
+            self.key = key
+            self.value = value
+            self.lease = lease
+        }
+    }
+
+    public var conditions: [Condition]
+    public var puts: [Put]
+    public var deletes: [String]
+
+    public init(conditions: [Condition] = [], puts: [Put] = [], deletes: [String] = []) {
+        self.conditions = conditions
+        self.puts = puts
+        self.deletes = deletes
     }
 }
 
@@ -53,7 +99,8 @@ public struct CoordinationSnapshot: Hashable, Sendable {
 
 public enum CoordinationChange: Hashable, Sendable {
     case put(CoordinationEntry)
-    case delete(key: String)
+    /// The key was deleted at `revision`.
+    case delete(key: String, revision: UInt64)
 }
 
 public enum CreateOutcome: Hashable, Sendable {

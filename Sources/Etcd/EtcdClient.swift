@@ -130,14 +130,43 @@ public final class EtcdClient: CoordinationStore {
         return answer.succeeded == true
     }
 
+    public func get(_ key: String) async throws -> CoordinationEntry? {
+        let answer: Gateway.RangeResponse = try await call("/v3/kv/range", Gateway.Range(key: Gateway.encode(key)))
+        return answer.kvs?.first.map(Self.entry)
+    }
+
+    public func commit(_ transaction: CoordinationTransaction) async throws -> UInt64? {
+        let compare = transaction.conditions.map { condition in
+            // A key that does not exist has a mod revision of 0 to etcd's compare.
+            Gateway.Compare(
+                key: Gateway.encode(condition.key), target: "MOD", result: "EQUAL",
+                mod_revision: "\(condition.modRevision)")
+        }
+        let writes =
+            transaction.puts.map {
+                Gateway.RequestOp(
+                    request_put: .init(key: Gateway.encode($0.key), value: Gateway.encode($0.value), lease: "\($0.lease)"))
+            } + transaction.deletes.map { Gateway.RequestOp(request_delete_range: .init(key: Gateway.encode($0))) }
+        let answer: Gateway.TxnResponse = try await call(
+            "/v3/kv/txn", Gateway.Txn(compare: compare, success: writes, failure: []))
+        guard answer.succeeded == true else { return nil }
+        guard let revision = answer.header?.revision.flatMap(UInt64.init) else {
+            throw Failure(description: "etcd's answer to a transaction has no revision")
+        }
+        return revision
+    }
+
+    private static func entry(_ kv: Gateway.KeyValue) -> CoordinationEntry {
+        CoordinationEntry(
+            key: Gateway.decode(kv.key), value: Gateway.decode(kv.value),
+            createRevision: kv.create_revision.flatMap(UInt64.init) ?? 0,
+            modRevision: kv.mod_revision.flatMap(UInt64.init) ?? 0)
+    }
+
     public func read(prefix: String) async throws -> CoordinationSnapshot {
         let answer: Gateway.RangeResponse = try await call(
             "/v3/kv/range", Gateway.Range(key: Gateway.encode(prefix), range_end: Gateway.rangeEnd(of: prefix)))
-        let entries = (answer.kvs ?? []).map {
-            CoordinationEntry(
-                key: Gateway.decode($0.key), value: Gateway.decode($0.value),
-                createRevision: $0.create_revision.flatMap(UInt64.init) ?? 0)
-        }
+        let entries = (answer.kvs ?? []).map(Self.entry)
         return CoordinationSnapshot(entries: entries, revision: answer.header?.revision.flatMap(Int64.init) ?? 0)
     }
 
@@ -222,11 +251,10 @@ public final class EtcdClient: CoordinationStore {
                 let changes = (result.events ?? []).compactMap { event -> CoordinationChange? in
                     guard let kv = event.kv else { return nil }
                     let key = Gateway.decode(kv.key)
-                    if event.type == "DELETE" { return .delete(key: key) }
-                    return .put(
-                        CoordinationEntry(
-                            key: key, value: Gateway.decode(kv.value),
-                            createRevision: kv.create_revision.flatMap(UInt64.init) ?? 0))
+                    if event.type == "DELETE" {
+                        return .delete(key: key, revision: kv.mod_revision.flatMap(UInt64.init) ?? 0)
+                    }
+                    return .put(Self.entry(kv))
                 }
                 if !changes.isEmpty { continuation.yield(changes) }
             }

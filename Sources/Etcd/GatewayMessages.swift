@@ -81,7 +81,8 @@ enum Gateway {
         var key: String
         var target: String
         var result: String
-        var create_revision: String
+        var create_revision: String?
+        var mod_revision: String?
     }
 
     struct RequestOp: Encodable {

@@ -115,6 +115,12 @@ public final class MQTTClient: Sendable {
         core.wakePipe.signal()
     }
 
+    /// Makes the network thread ask its handler's ``MQTTClientHandler/timeUntilWake()`` again now: for a handler that
+    /// another thread gave work. Callable from any thread.
+    public func wakeHandler() {
+        core.wakePipe.signal()
+    }
+
     /// Whether the connection is up.
     public var isConnected: Bool {
         core.sessions.allSatisfy { $0.state.withLock { $0.isConnected } }

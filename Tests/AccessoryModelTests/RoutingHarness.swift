@@ -122,6 +122,12 @@ struct RoutingHarness {
                 SourceReport(sequence: sequence, activity: activity, routedAccessory: routedTo), from: source, at: now))
     }
 
+    /// What etcd said about a shared device (a cluster's slot).
+    @discardableResult
+    mutating func shared(_ event: SharedDeviceEvent) -> [Issued] {
+        record(engine.sharedDevice(event, at: now))
+    }
+
     @discardableResult
     mutating func tick() -> [Issued] {
         record(engine.tick(at: now))

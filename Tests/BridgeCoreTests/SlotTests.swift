@@ -118,10 +118,14 @@ import Testing
         _ = core.telemetry(
             .success(.sources(primary: Self.phone.data, secondary: nil)), sequence: 3, from: hub, about: id,
             at: Self.now)
-        let actions = core.telemetry(.success(.placement(.onHead)), sequence: 4, from: hub, about: id, at: Self.now)
+        // A device the slot newly lists waits until the shell says whether another slot lists it too.
+        let waiting = core.telemetry(.success(.placement(.onHead)), sequence: 4, from: hub, about: id, at: Self.now)
+        #expect(!waiting.contains { if case .sendCommand = $0 { true } else { false } })
+        let actions = core.sharedDevice(.shared(Self.phone, false), at: Self.now)
         let commands = actions.compactMap { if case .sendCommand(let command) = $0 { command } else { nil } }
         #expect(!commands.isEmpty && commands.allSatisfy { $0.epoch == 57 })
-        let states = actions.compactMap { if case .answer(let answer) = $0 { answer.state } else { nil } }
-        #expect(states.map(\.epoch) == [57])
+        let answered = waiting.compactMap { if case .answer(let answer) = $0 { answer.state } else { nil } }
+        let published = actions.compactMap { if case .publishState(let state) = $0 { state } else { nil } }
+        #expect((answered + published).map(\.epoch) == [57, 57])
     }
 }

@@ -46,6 +46,10 @@
 /// A command the bridge could not send (``commandNotSent(_:)``) no longer counts as in force, and is owed: the next
 /// ``reconcile(at:)`` (when the broker connection is back) sends it again if it still agrees with the routes.
 ///
+/// In a cluster, a playing device that accessories of other slots list too is routed only while this slot holds it
+/// (``DeviceClaim``, ``SharedDevices``): where a rule would route a shared device it does not hold, the engine asks for
+/// it and runs the rule again when etcd answered; a device another slot holds counts as routed elsewhere.
+///
 /// The engine keeps only what routing needs: accessories that take part, and sources that some accessory lists or
 /// that are active, routed (or, as far as it knows, have a route in force), paused within the resume window or owed
 /// a command. Everything else leaves no trace.
@@ -98,6 +102,8 @@ public struct RoutingEngine: Sendable {
     /// played last, so they are all as recent as each other (a tie in rule 4's "most recently active", which
     /// `bestCandidate` breaks).
     private var restoredActiveSince: Timestamp?
+    /// In a cluster, the devices other slots list too: which this slot holds, which it waits for.
+    private var sharing = SharedDevices()
 
     public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0) {
         self.policy = policy
@@ -132,6 +138,9 @@ public struct RoutingEngine: Sendable {
         return routes
     }
 
+    /// In a cluster, the shared devices this slot holds, with their epochs.
+    public var heldDevices: [BluetoothAddress: UInt64] { sharing.held }
+
     /// How many sources the engine keeps (those some accessory lists), by their last reported activity.
     public var sourcesByActivity: [Activity: Int] { table.activityCounts.dictionary }
 
@@ -156,6 +165,7 @@ public struct RoutingEngine: Sendable {
         var output = RoutingOutput()
         guard view.automaticSwitching else {
             switchedOff(view.id, into: &output)
+            releaseUnrouted(into: &output)
             output.nextDeadline = nextDeadline
             return output
         }
@@ -184,6 +194,7 @@ public struct RoutingEngine: Sendable {
         }
         if view.isWorn && !wasWorn {
             table.accessories[slot].wornSince = now
+            if view.sources.contains(where: sharing.shared.contains) { output.putOns.append(view.id) }
             putOn(slot, at: now, into: &output)
         } else if view.isWorn && table.accessories[slot].routedSource == nil && listedBefore != view.sources {
             candidatesAdded(slot, previous: previous, at: now, into: &output)
@@ -196,6 +207,7 @@ public struct RoutingEngine: Sendable {
         }
         output.routedSource = table.accessories[slot].routedSource.map { table.sources[$0].address }
         forgetUnneeded(slot, listedBefore: listedBefore)
+        releaseUnrouted(into: &output)
         output.nextDeadline = nextDeadline
         return output
     }
@@ -216,7 +228,7 @@ public struct RoutingEngine: Sendable {
             table.setActivity(activity, of: source)
         }
         // A route the device reported before it applied the latest command would undo that command (rule 9).
-        let stale = report.applied(before: table.sources[source].lastIssued, of: epoch)
+        let stale = report.applied(before: table.sources[source].lastIssued, of: sharing.epoch(of: address, slotEpoch: epoch))
         let reportedRoute = stale ? nil : report.routedAccessory
         if let reported = reportedRoute {
             setInForce(source, reported)
@@ -246,6 +258,7 @@ public struct RoutingEngine: Sendable {
             activate(source, at: now, into: &output)
         }
         pruneSource(address)
+        releaseUnrouted(into: &output)
         output.nextDeadline = nextDeadline
         return output
     }
@@ -291,6 +304,147 @@ public struct RoutingEngine: Sendable {
         for address in Set(output.commands.map(\.source)) { pruneSource(address) }
         output.nextDeadline = nextDeadline
         return output
+    }
+
+    // MARK: - Shared devices (a cluster)
+
+    /// What etcd said about a shared device (see the transitions below).
+    public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> RoutingOutput {
+        switch event {
+        case .shared(let source, let isShared): deviceShared(source, isShared, at: now)
+        case .claimed(let source, let epoch): deviceClaimed(source, epoch: epoch, at: now)
+        case .claimRefused(let source, let holderEpoch): deviceClaimRefused(source, holderEpoch: holderEpoch, at: now)
+        case .heldElsewhere(let source, let epoch): deviceHeldElsewhere(source, epoch: epoch, at: now)
+        case .releasedElsewhere(let source): deviceReleasedElsewhere(source, at: now)
+        }
+    }
+
+    /// An accessory of this slot lists `source` now, and none did: until the shell confirms whether another slot
+    /// lists it too (``deviceShared(_:_:at:)``), it waits like a shared device. Nothing is sent.
+    public mutating func deviceListed(_ source: BluetoothAddress) {
+        sharing.unconfirmed.insert(source)
+    }
+
+    /// No accessory of this slot lists `source` any more. A device it held is let go after this change's commands.
+    public mutating func deviceUnlisted(_ source: BluetoothAddress) {
+        sharing.unconfirmed.remove(source)
+        sharing.shared.remove(source)
+        sharing.pending[source] = nil
+        if let revision = sharing.heldElsewhere.removeValue(forKey: source) {
+            sharing.raiseFloor(of: source, to: revision)
+        }
+    }
+
+    /// Whether accessories of another slot list `source` too (etcd's lister keys; docs/scale-out.md). Shared, a device
+    /// this slot routes is claimed for the route it has, and the worn accessories listing it have their put-ons
+    /// ordered; no longer shared, what waited for it runs, and a device held is let go.
+    public mutating func deviceShared(_ source: BluetoothAddress, _ isShared: Bool, at now: Timestamp) -> RoutingOutput {
+        var output = RoutingOutput()
+        let wasShared = sharing.shared.contains(source)
+        sharing.unconfirmed.remove(source)
+        guard let slot = table.kept(source), !table.sources[slot].listedBy.isEmpty else {
+            sharing.shared.remove(source)
+            releaseUnrouted(into: &output)
+            output.nextDeadline = nextDeadline
+            return output
+        }
+        if isShared {
+            sharing.shared.insert(source)
+            if !wasShared {
+                output.putOns = table.listings(of: slot).filter { table.accessories[$0].view.isWorn }
+                    .map { table.accessories[$0].view.id }
+            }
+            if var pending = sharing.pending[source], !pending.claimed {
+                pending.claimed = true
+                sharing.pending[source] = pending
+                output.claims.append(
+                    DeviceClaim(source: source, accessory: pending.accessory, takesOver: pending.rule == .putOn))
+            } else if sharing.pending[source] == nil, sharing.held[source] == nil,
+                let accessory = table.sources[slot].routedAccessory
+            {
+                let id = table.accessories[accessory].view.id
+                sharing.pending[source] = .init(accessory: id, rule: .keep, claimed: true)
+                output.claims.append(DeviceClaim(source: source, accessory: id, takesOver: false))
+            }
+        } else {
+            sharing.shared.remove(source)
+            if let revision = sharing.heldElsewhere.removeValue(forKey: source) {
+                sharing.raiseFloor(of: source, to: revision)
+            }
+            if let pending = sharing.pending.removeValue(forKey: source) {
+                decideAgain(pending, for: slot, at: now, into: &output)
+            }
+        }
+        releaseUnrouted(into: &output)
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// This slot holds `source` now, at `epoch` (the holder key's revision): the decision that waited for it runs
+    /// again, and its commands carry that epoch.
+    public mutating func deviceClaimed(_ source: BluetoothAddress, epoch revision: UInt64, at now: Timestamp)
+        -> RoutingOutput
+    {
+        var output = RoutingOutput()
+        sharing.held[source] = revision
+        sharing.heldElsewhere[source] = nil
+        sharing.raiseFloor(of: source, to: revision)
+        if let pending = sharing.pending.removeValue(forKey: source), let slot = table.kept(source) {
+            decideAgain(pending, for: slot, at: now, into: &output)
+        }
+        releaseUnrouted(into: &output)
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// Another slot holds `source` (at `holderEpoch`), and this slot may not take it: nothing is sent for it. A route
+    /// the slot had is let go without a command (the holder's commands move the device); an accessory that waited for
+    /// it gets its best other free candidate.
+    public mutating func deviceClaimRefused(_ source: BluetoothAddress, holderEpoch: UInt64, at now: Timestamp)
+        -> RoutingOutput
+    {
+        var output = RoutingOutput()
+        sharing.held[source] = nil
+        sharing.heldElsewhere[source] = holderEpoch
+        sharing.raiseFloor(of: source, to: holderEpoch)
+        if let slot = table.kept(source) {
+            dropRoute(of: slot, into: &output)
+            if let pending = sharing.pending.removeValue(forKey: source), pending.rule != .activated,
+                pending.rule != .keep, let accessory = table.kept(pending.accessory),
+                table.accessories[accessory].view.isWorn, table.accessories[accessory].routedSource == nil,
+                let other = bestCandidate(of: accessory, at: now, where: isFree),
+                mayRoute(other, to: accessory, for: .candidate(.sourceActivated), into: &output)
+            {
+                route(other, to: accessory, reason: .sourceActivated, at: now, into: &output)
+            }
+        } else {
+            sharing.pending[source] = nil
+        }
+        releaseUnrouted(into: &output)
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// Another slot took `source` (etcd's watch: its holder key names another slot now, at `epoch`). As in one
+    /// bridge, where another accessory's put-on takes the device: this slot's accessory loses it, and nothing is
+    /// sent (the new holder's commands move the device).
+    public mutating func deviceHeldElsewhere(_ source: BluetoothAddress, epoch revision: UInt64, at now: Timestamp)
+        -> RoutingOutput
+    {
+        var output = RoutingOutput()
+        sharing.held[source] = nil
+        sharing.heldElsewhere[source] = revision
+        sharing.raiseFloor(of: source, to: revision)
+        if let slot = table.kept(source) { dropRoute(of: slot, into: &output) }
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// The slot that held `source` let it go: to this slot's rules it is unrouted again (rule 6 routes it when it
+    /// becomes active).
+    public mutating func deviceReleasedElsewhere(_ source: BluetoothAddress, at now: Timestamp) -> RoutingOutput {
+        sharing.heldElsewhere[source] = nil
+        return RoutingOutput(nextDeadline: nextDeadline)
     }
 
     // MARK: - Restoring
@@ -401,9 +555,9 @@ public struct RoutingEngine: Sendable {
 
     /// Rule 4: route the worn accessory's best active candidate, resuming it when rule 5 paused it here.
     private mutating func putOn(_ accessory: Int, at now: Timestamp, into output: inout RoutingOutput) {
-        guard let source = bestCandidate(of: accessory, at: now, countingPauses: true, where: { _ in true }) else {
-            return
-        }
+        guard let source = bestCandidate(of: accessory, at: now, countingPauses: true, where: { _ in true }),
+            mayRoute(source, to: accessory, for: .putOn, into: &output)
+        else { return }
         let resume = resumable(source, on: accessory, at: now)
         route(source, to: accessory, reason: .putOn, at: now, into: &output)
         if resume {
@@ -431,6 +585,8 @@ public struct RoutingEngine: Sendable {
 
     /// Rule 6: an unrouted source became active; route it to its most recently worn candidate accessory.
     private mutating func activate(_ source: Int, at now: Timestamp, into output: inout RoutingOutput) {
+        // Another slot's accessory has it: routed elsewhere.
+        guard !sharing.isHeldElsewhere(table.sources[source].address) else { return }
         // The most recently worn; between equals, the smallest id, so the choice is deterministic.
         var target: Int?
         for candidate in table.listings(of: source) where table.accessories[candidate].view.isWorn {
@@ -447,6 +603,9 @@ public struct RoutingEngine: Sendable {
         if let displaced = table.accessories[target].routedSource {
             // Media never takes an accessory from a call.
             guard table.sources[source].activity == .call || table.sources[displaced].activity != .call else { return }
+        }
+        guard mayRoute(source, to: target, for: .activated, into: &output) else { return }
+        if let displaced = table.accessories[target].routedSource {
             let activity = table.sources[displaced].activity
             if unroute(displaced, from: target, with: .pause, reason: .sourceActivated, at: now, into: &output),
                 table.sources[source].activity == .call, activity.isActive
@@ -468,11 +627,12 @@ public struct RoutingEngine: Sendable {
     ) {
         let listedBefore = previous?.sources ?? []
         let added = bestCandidate(of: accessory, at: now) {
-            !listedBefore.contains(table.sources[$0].address) && table.sources[$0].routedAccessory == nil
+            !listedBefore.contains(table.sources[$0].address) && isFree($0)
         }
         guard let added else { return }
         let reason: SwitchCommand.Reason =
             previous?.connected == table.accessories[accessory].view.connected ? .controlsChanged : .sourceActivated
+        guard mayRoute(added, to: accessory, for: .candidate(reason), into: &output) else { return }
         route(added, to: accessory, reason: reason, at: now, into: &output)
     }
 
@@ -487,7 +647,8 @@ public struct RoutingEngine: Sendable {
         let reason: SwitchCommand.Reason = view.connected.contains(address) ? .controlsChanged : .sourceDisconnected
         unroute(source, from: accessory, with: .pause, reason: reason, at: now, into: &output)
         if view.isWorn, !endInterruption(on: accessory, by: address, at: now, into: &output),
-            let other = bestCandidate(of: accessory, at: now, where: { table.sources[$0].routedAccessory == nil })
+            let other = bestCandidate(of: accessory, at: now, where: isFree),
+            mayRoute(other, to: accessory, for: .candidate(reason), into: &output)
         {
             route(other, to: accessory, reason: reason, at: now, into: &output)
         }
@@ -509,7 +670,10 @@ public struct RoutingEngine: Sendable {
         of source: Int, to accessory: Int, at now: Timestamp, into output: inout RoutingOutput
     ) {
         let entry = table.accessories[accessory]
-        guard entry.view.isWorn, entry.view.sources.contains(table.sources[source].address) else { return }
+        let address = table.sources[source].address
+        guard entry.view.isWorn, entry.view.sources.contains(address) else { return }
+        // A shared device is this slot's only while it holds it: another slot's route is not taken over unasked.
+        guard !sharing.needsClaim(address), !sharing.isHeldElsewhere(address) else { return }
         guard entry.routedSource == nil else {
             // The report made the route in force (rule 9); the PAUSE ends it.
             setInForce(source, nil)
@@ -554,6 +718,8 @@ public struct RoutingEngine: Sendable {
         entry.resumable && now <= entry.at.advanced(byMilliseconds: interruptionWindow)
             && table.accessories[accessory].view.sources.contains(entry.displaced)
             && table.sources[source].routedAccessory == nil
+            // A shared device this slot does not hold is not brought back (docs/scale-out.md, "Not done").
+            && !sharing.needsClaim(entry.displaced) && !sharing.isHeldElsewhere(entry.displaced)
             && (entry.activity != .call || table.sources[source].activity == .call)
     }
 
@@ -579,7 +745,8 @@ public struct RoutingEngine: Sendable {
                     // Playing again after it stopped, or something else (a call of its own).
                     let playsItself = activity.isActive && (!before.isActive || activity != entry.activity)
                     let pausedOnDevice =
-                        activity == .idle && report.applied(before: entry.pausedWith, of: epoch)
+                        activity == .idle
+                        && report.applied(before: entry.pausedWith, of: sharing.epoch(of: address, slotEpoch: epoch))
                     if playsItself || pausedOnDevice { entry.resumable = false }
                 }
                 return entry
@@ -603,6 +770,80 @@ public struct RoutingEngine: Sendable {
     }
 
     // MARK: - Primitives
+
+    /// Whether `source` is free for another accessory of this slot: unrouted here, and not held by another slot.
+    private func isFree(_ source: Int) -> Bool {
+        table.sources[source].routedAccessory == nil && !sharing.isHeldElsewhere(table.sources[source].address)
+    }
+
+    /// Whether `source` may be routed to `accessory` now. A shared device this slot does not hold may not: the
+    /// decision waits (the latest one per device), and the device is claimed for it unless a claim is on its way
+    /// that asks as much (a put-on's takes over, and so covers any other).
+    private mutating func mayRoute(
+        _ source: Int, to accessory: Int, for rule: SharedDevices.Rule, into output: inout RoutingOutput
+    ) -> Bool {
+        let address = table.sources[source].address
+        guard sharing.needsClaim(address) else { return true }
+        let id = table.accessories[accessory].view.id
+        let waiting = sharing.pending[address]
+        var pending = SharedDevices.Pending(accessory: id, rule: rule, claimed: waiting?.claimed ?? false)
+        let asksMore = rule == .putOn && waiting?.rule != .putOn
+        if !sharing.unconfirmed.contains(address), !pending.claimed || asksMore {
+            pending.claimed = true
+            output.claims.append(DeviceClaim(source: address, accessory: id, takesOver: rule == .putOn))
+        }
+        sharing.pending[address] = pending
+        return false
+    }
+
+    /// Runs again a decision that waited for `source` (now held, or no longer shared), when what it was about still
+    /// holds.
+    private mutating func decideAgain(
+        _ pending: SharedDevices.Pending, for source: Int, at now: Timestamp, into output: inout RoutingOutput
+    ) {
+        switch pending.rule {
+        case .keep:
+            return
+        case .activated:
+            if table.sources[source].activity.isActive, table.sources[source].routedAccessory == nil {
+                activate(source, at: now, into: &output)
+            }
+        case .putOn, .candidate:
+            guard let accessory = table.kept(pending.accessory), table.accessories[accessory].view.isWorn,
+                table.accessories[accessory].routedSource == nil
+            else { return }
+            if case .candidate(let reason) = pending.rule {
+                guard table.sources[source].activity.isActive, isFree(source),
+                    table.accessories[accessory].view.sources.contains(table.sources[source].address)
+                else { return }
+                route(source, to: accessory, reason: reason, at: now, into: &output)
+            } else {
+                putOn(accessory, at: now, into: &output)
+            }
+        }
+    }
+
+    /// Lets go of `source`'s route here without a command: another slot's commands move the device.
+    private mutating func dropRoute(of source: Int, into output: inout RoutingOutput) {
+        guard let accessory = table.sources[source].routedAccessory else { return }
+        table.accessories[accessory].routedSource = nil
+        table.setRoute(of: source, to: nil)
+        setInForce(source, nil)
+        output.noteRerouted(table.accessories[accessory].view.id)
+    }
+
+    /// Lets go of the shared devices this slot holds but no longer routes, or that are no longer shared, after the
+    /// output's commands (which carry their epoch).
+    private mutating func releaseUnrouted(into output: inout RoutingOutput) {
+        guard !sharing.held.isEmpty else { return }
+        for (address, revision) in sharing.held.sorted(by: { $0.key < $1.key }) where sharing.pending[address] == nil {
+            let routedHere = table.kept(address).flatMap { table.sources[$0].routedAccessory } != nil
+            guard !routedHere || !sharing.shared.contains(address) else { continue }
+            sharing.held[address] = nil
+            sharing.raiseFloor(of: address, to: revision)
+            output.releases.append(DeviceRelease(source: address, epoch: revision))
+        }
+    }
 
     /// The best active candidate of `accessory` that passes `filter`: a call before media, then the most recently
     /// active. With `countingPauses` (rule 4 only), a source paused by rule 5 off this accessory within the window
@@ -698,7 +939,8 @@ public struct RoutingEngine: Sendable {
         output.commands.append(
             SwitchCommand(
                 id: "\(instanceID)-\(address.topicID)-\(sequence)", sequence: sequence, source: address,
-                accessoryID: accessory, action: action, reason: reason, issuedAt: now, epoch: epoch))
+                accessoryID: accessory, action: action, reason: reason, issuedAt: now,
+                epoch: sharing.epoch(of: address, slotEpoch: epoch)))
     }
 
     /// The route the device of `source` has, as far as the engine knows (rule 9).

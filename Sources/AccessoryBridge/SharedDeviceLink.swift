@@ -1,0 +1,56 @@
+import AccessoryModel
+import Synchronization
+
+/// In a cluster, how a slot's ``MessageProcessor`` and its member's etcd side talk about the slot's shared devices
+/// (docs/scale-out.md, "Shared devices"). The processor hands its requests over as it runs its actions (``send``,
+/// which must not block); the member posts etcd's answers and its watch's news (``post(_:)``), which the processor
+/// takes on its own thread before its next message.
+public final class SharedDeviceLink: Sendable {
+    /// What a slot asks of etcd about its playing devices.
+    public enum Request: Hashable, Sendable {
+        /// The slot lists the device now: add the slot to its listers, and say whether another slot lists it too.
+        case listed(BluetoothAddress)
+        /// The slot no longer lists the device.
+        case unlisted(BluetoothAddress)
+        /// An accessory listing a shared device was put on: order the put-on in etcd.
+        case putOn(AccessoryID)
+        case claim(DeviceClaim)
+        case release(DeviceRelease)
+    }
+
+    /// Runs a request; called on the processor's thread, so it hands the work on and returns.
+    public let send: @Sendable (Request) -> Void
+    private let inbox = Mutex<[SharedDeviceEvent]>([])
+    private let waiting = Atomic(false)
+    private let wakeUp = Mutex<(@Sendable () -> Void)?>(nil)
+
+    public init(send: @escaping @Sendable (Request) -> Void) {
+        self.send = send
+    }
+
+    /// Hands events to the processor (from any thread), and wakes its thread.
+    public func post(_ events: [SharedDeviceEvent]) {
+        guard !events.isEmpty else { return }
+        inbox.withLock { $0 += events }
+        waiting.store(true, ordering: .releasing)
+        wakeUp.withLock { $0 }?()
+    }
+
+    /// Whether events wait for the processor.
+    var hasEvents: Bool { waiting.load(ordering: .acquiring) }
+
+    /// The events posted so far, in order (none without a lock when nothing waits).
+    func take() -> [SharedDeviceEvent] {
+        guard hasEvents else { return [] }
+        waiting.store(false, ordering: .releasing)
+        return inbox.withLock { events in
+            defer { events.removeAll() }
+            return events
+        }
+    }
+
+    /// What wakes the processor's thread when events are posted.
+    func onPost(_ wake: @escaping @Sendable () -> Void) {
+        wakeUp.withLock { $0 = wake }
+    }
+}

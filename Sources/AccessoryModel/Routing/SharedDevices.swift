@@ -1,0 +1,113 @@
+/// In a cluster, a playing device that accessories of two slots or more list is **shared**: each slot's engine keeps
+/// rules 3 and 6 only among its own accessories, so a slot routes a shared device only while it holds it, and etcd
+/// decides who does (a compare-and-swap per shared device: docs/scale-out.md, "Shared devices").
+///
+/// The engine asks for a device with a ``DeviceClaim`` and keeps the decision pending; the answer
+/// (``RoutingEngine/deviceClaimed(_:epoch:at:)`` or ``RoutingEngine/deviceClaimRefused(_:holderEpoch:at:)``) runs it
+/// again. A device the slot stops routing is let go with a ``DeviceRelease``.
+public struct DeviceClaim: Hashable, Sendable, CustomStringConvertible {
+    public var source: BluetoothAddress
+    /// The accessory that is to have it.
+    public var accessory: AccessoryID
+    /// Rule 4 (put on) takes the device from whoever holds it, as one bridge does; the other rules take it only from
+    /// nobody, or from a holder whose accessory was put on earlier (rule 6's most recently worn, in etcd's order).
+    public var takesOver: Bool
+
+    public init(source: BluetoothAddress, accessory: AccessoryID, takesOver: Bool) {
+        self.source = source
+        self.accessory = accessory
+        self.takesOver = takesOver
+    }
+
+    public var description: String { "\(source) for \(accessory)\(takesOver ? " (taking over)" : "")" }
+}
+
+/// A shared device the slot held and no longer routes: the shell deletes its holder key if it still has this epoch.
+public struct DeviceRelease: Hashable, Sendable {
+    public var source: BluetoothAddress
+    /// The holder key's revision when this slot claimed it.
+    public var epoch: UInt64
+
+    public init(source: BluetoothAddress, epoch: UInt64) {
+        self.source = source
+        self.epoch = epoch
+    }
+}
+
+/// What a slot's ``RoutingEngine`` knows of its shared devices: storage, no decisions. Empty for a single bridge and
+/// for every device that only one slot lists, which costs nothing on the message path.
+struct SharedDevices: Sendable {
+    /// Why a routing decision waits for a device: the rule that would route it, run again when the answer comes.
+    enum Rule: Hashable, Sendable {
+        /// Rule 4: the accessory was put on.
+        case putOn
+        /// Rule 6: the device became active while unrouted.
+        case activated
+        /// Rules 6, 7 and 12 for a worn, free accessory: the device is its best candidate, routed for this reason.
+        case candidate(SwitchCommand.Reason)
+        /// The slot routes the device already (it did before the device was shared, or restored that route).
+        case keep
+    }
+
+    struct Pending: Hashable, Sendable {
+        var accessory: AccessoryID
+        var rule: Rule
+        /// Whether its ``DeviceClaim`` went out (not yet while the device is unconfirmed).
+        var claimed: Bool
+    }
+
+    /// Listed here and by another slot too.
+    var shared: Set<BluetoothAddress> = []
+    /// Newly listed here: whether another slot lists them too is not known yet. They wait like shared ones.
+    var unconfirmed: Set<BluetoothAddress> = []
+    /// Held by this slot, with the holder key's revision: the epoch of their commands.
+    var held: [BluetoothAddress: UInt64] = [:]
+    /// Held by another slot, with its revision: to this slot's rules they are routed elsewhere.
+    var heldElsewhere: [BluetoothAddress: UInt64] = [:]
+    /// Decisions that wait for a claim's answer or for the device's confirmation.
+    var pending: [BluetoothAddress: Pending] = [:]
+    /// The newest holder revision seen for each device that was shared: its commands never carry an older epoch,
+    /// which the device would drop (it compares the epoch first: ``CommandOrder``).
+    var floors: [BluetoothAddress: UInt64] = [:]
+
+    /// Whether `source` is shared, or may be (not confirmed yet).
+    func mayBeShared(_ source: BluetoothAddress) -> Bool {
+        shared.contains(source) || unconfirmed.contains(source)
+    }
+
+    /// Whether the slot must hold `source` before it routes it.
+    func needsClaim(_ source: BluetoothAddress) -> Bool {
+        mayBeShared(source) && held[source] == nil
+    }
+
+    func isHeldElsewhere(_ source: BluetoothAddress) -> Bool {
+        heldElsewhere[source] != nil
+    }
+
+    /// The epoch of a command to `source`: the holder's revision while held here; else the slot's own, never below
+    /// what a holder's commands carried.
+    func epoch(of source: BluetoothAddress, slotEpoch: UInt64) -> UInt64 {
+        if let revision = held[source] { return revision }
+        guard let floor = floors[source] else { return slotEpoch }
+        return max(slotEpoch, floor)
+    }
+
+    mutating func raiseFloor(of source: BluetoothAddress, to revision: UInt64) {
+        floors[source] = max(floors[source] ?? 0, revision)
+    }
+}
+
+/// What a slot's shell learns of its shared devices from etcd: its own requests' answers, and the watch of the other
+/// slots' holders and listers (docs/scale-out.md, "Shared devices").
+public enum SharedDeviceEvent: Hashable, Sendable {
+    /// Whether accessories of another slot list the device too.
+    case shared(BluetoothAddress, Bool)
+    /// This slot's claim won: it holds the device, at this epoch (the holder key's revision).
+    case claimed(BluetoothAddress, epoch: UInt64)
+    /// This slot's claim lost to the holder of this epoch.
+    case claimRefused(BluetoothAddress, holderEpoch: UInt64)
+    /// Another slot took the device, at this epoch.
+    case heldElsewhere(BluetoothAddress, epoch: UInt64)
+    /// The slot that held the device let it go.
+    case releasedElsewhere(BluetoothAddress)
+}

@@ -1,0 +1,157 @@
+import AccessoryModel
+import Testing
+
+/// A cluster's slot and the playing devices that accessories of other slots list too (docs/scale-out.md, "Shared
+/// devices"): the engine routes a shared device only while the slot holds it, asks for it where a rule would route
+/// it, and runs the rule again when etcd answered. Without etcd: the answers are the test's.
+@Suite struct SharedDeviceTests {
+    typealias I = RoutingHarness.Issued
+    let phone = Fixture.phone
+    let laptop = Fixture.laptop
+    let headphones = Fixture.headphones
+    let earbuds = Fixture.earbuds
+
+    /// A slot of epoch 100 whose headphones list the phone and the laptop, registered off head.
+    func slot(sharing shared: [BluetoothAddress] = []) -> RoutingHarness {
+        var h = RoutingHarness(epoch: 100)
+        for source in [phone, laptop] { h.engine.deviceListed(source) }
+        h.register(headphones, placement: .offHead, sources: [phone, laptop])
+        for source in [phone, laptop] { h.shared(.shared(source, shared.contains(source))) }
+        return h
+    }
+
+    @Test func aNewlyListedDeviceWaitsUntilTheShellSaysWhetherItIsShared() {
+        var h = RoutingHarness(epoch: 100)
+        h.source(phone, .media)
+        h.engine.deviceListed(phone)
+        #expect(h.register(headphones, placement: .onHead, sources: [phone]) == [], "not routed while unconfirmed")
+        #expect(h.last.claims.isEmpty, "nothing is claimed before the device is known to be shared")
+        #expect(h.shared(.shared(phone, false)) == [.route(phone, headphones, .putOn)])
+        #expect(h.last.commands.first?.epoch == 100, "an unshared device's commands carry the slot's epoch")
+        #expect(h.last.claims.isEmpty && h.last.releases.isEmpty)
+    }
+
+    @Test func aPutOnClaimsASharedDeviceTakingOverThenRoutesItWithTheHoldersEpoch() {
+        var h = slot(sharing: [phone])
+        h.source(phone, .media)
+        #expect(h.place(headphones, .onHead) == [], "no command before the slot holds the phone")
+        #expect(h.last.putOns == [headphones], "the put-on is ordered in etcd before the claim")
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+
+        #expect(h.shared(.claimed(phone, epoch: 512)) == [.route(phone, headphones, .putOn)])
+        #expect(h.last.commands.first?.epoch == 512, "the holder key's revision is the device's epoch")
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.heldDevices == [phone: 512])
+
+        // Taken off: the PAUSE carries the holder's epoch, then the phone is let go.
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        #expect(h.last.commands.first?.epoch == 512)
+        #expect(h.last.releases == [DeviceRelease(source: phone, epoch: 512)])
+        #expect(h.engine.heldDevices.isEmpty)
+
+        // Back on within the window: claimed again, routed and resumed with the new epoch.
+        h.place(headphones, .onHead)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        #expect(h.shared(.claimed(phone, epoch: 530)) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
+        #expect(h.last.commands.allSatisfy { $0.epoch == 530 })
+    }
+
+    @Test func anActivatedSharedDeviceIsClaimedWithoutTakingOverAndARefusalSendsNothing() {
+        var h = slot(sharing: [phone])
+        h.place(headphones, .onHead)
+        #expect(h.source(phone, .media) == [])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        // An accessory of another slot, put on later, holds it.
+        #expect(h.shared(.claimRefused(phone, holderEpoch: 640)) == [])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        // Held elsewhere, it is routed elsewhere: it playing again here changes nothing.
+        #expect(h.source(phone, .call) == [])
+        #expect(h.last.claims.isEmpty)
+        // Let go there, it is free again: becoming active routes it (rule 6), through a claim.
+        h.shared(.releasedElsewhere(phone))
+        h.source(phone, .idle)
+        h.source(phone, .media)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        #expect(h.shared(.claimed(phone, epoch: 700)) == [.route(phone, headphones, .sourceActivated)])
+        #expect(h.last.commands.first?.epoch == 700)
+    }
+
+    @Test func aRefusedPutOnRoutesTheBestOtherFreeCandidate() {
+        var h = slot(sharing: [phone])
+        h.source(laptop, .media)
+        h.advance(.seconds(1))
+        h.source(phone, .media)
+        // The phone is the most recently active: the put-on wants it, and claims it.
+        #expect(h.place(headphones, .onHead) == [])
+        #expect(h.last.claims.map(\.source) == [phone])
+        #expect(h.shared(.claimRefused(phone, holderEpoch: 800)) == [.route(laptop, headphones, .sourceActivated)])
+        #expect(h.last.commands.first?.epoch == 100, "the laptop is not shared: the slot's epoch")
+    }
+
+    @Test func aDeviceTakenByAnotherSlotLeavesWithoutACommandAndItsEpochNeverGoesBack() {
+        var h = slot(sharing: [phone])
+        h.source(phone, .media)
+        h.place(headphones, .onHead)
+        h.shared(.claimed(phone, epoch: 512))
+        #expect(h.engine.routedSource(for: headphones) == phone)
+        // Another slot's accessory was put on: it takes the phone, as another accessory's put-on does in one bridge.
+        #expect(h.shared(.heldElsewhere(phone, epoch: 900)) == [])
+        #expect(h.last.rerouted == [headphones])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.engine.heldDevices.isEmpty)
+        // No longer shared (the other slot's accessory forgot it): routed by the slot alone again, with an epoch
+        // never below what the phone last applied (900), or it would drop the command.
+        h.shared(.releasedElsewhere(phone))
+        h.shared(.shared(phone, false))
+        h.place(headphones, .offHead)
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+        #expect(h.last.claims.isEmpty)
+        #expect(h.last.commands.first?.epoch == 900)
+    }
+
+    @Test func aRouteTheSlotHadIsClaimedWhenTheDeviceBecomesSharedAndDroppedIfRefused() {
+        var h = slot()
+        h.source(phone, .media)
+        #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
+        #expect(h.shared(.shared(phone, true)) == [])
+        #expect(h.last.putOns == [headphones], "a worn accessory's put-on is ordered once the device is shared")
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        #expect(h.engine.routedSource(for: headphones) == phone, "the route stands while the claim is on its way")
+        #expect(h.shared(.claimRefused(phone, holderEpoch: 300)) == [], "the holder's commands move the device")
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.last.rerouted == [headphones])
+    }
+
+    @Test func aRouteKeptByItsClaimIsLetGoWhenTheDeviceIsNoLongerShared() {
+        var h = slot()
+        h.source(phone, .media)
+        h.place(headphones, .onHead)
+        h.shared(.shared(phone, true))
+        #expect(h.shared(.claimed(phone, epoch: 410)) == [], "the route was in force: nothing to send")
+        #expect(h.engine.heldDevices == [phone: 410])
+        h.shared(.shared(phone, false))
+        #expect(h.last.releases == [DeviceRelease(source: phone, epoch: 410)])
+        #expect(h.engine.routedSource(for: headphones) == phone)
+        // Its later commands keep the holder's epoch as their floor.
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)])
+        #expect(h.last.commands.first?.epoch == 410)
+    }
+
+    @Test func twoAccessoriesOfOneSlotShareTheHoldingAndAPutOnClaimCoversAWaitingActivation() {
+        var h = slot(sharing: [phone])
+        h.register(earbuds, placement: .inEar, sources: [phone])
+        h.source(phone, .media)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: earbuds, takesOver: false)])
+        // The headphones are put on while that claim is on its way: a put-on asks more (it takes over).
+        h.place(headphones, .onHead)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        // The first answer runs the latest decision: the put-on's.
+        #expect(h.shared(.claimed(phone, epoch: 1000)) == [.route(phone, headphones, .putOn)])
+        #expect(h.shared(.claimed(phone, epoch: 1001)) == [], "the second claim's answer changes nothing")
+        #expect(h.engine.heldDevices == [phone: 1001])
+        // Within the slot, moving the phone between its own accessories needs no claim.
+        h.place(headphones, .offHead)
+        #expect(h.last.releases == [DeviceRelease(source: phone, epoch: 1001)])
+    }
+}
