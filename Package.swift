@@ -205,7 +205,13 @@ let package = Package(
         .testTarget(name: "HomeAutomationTests", dependencies: ["HomeAutomation", "AccessoryModel", "AccessoryWire"]),
         .testTarget(name: "ClusterTests", dependencies: ["Cluster", "AccessoryModel"]),
         // The cluster end to end: etcd, mosquitto, bridges as processes, hub-sim; `make test` runs it after the others.
-        .testTarget(name: "ClusterIntegrationTests", dependencies: ["Cluster", "TestSupport"]),
+        .testTarget(
+            name: "ClusterIntegrationTests",
+            dependencies: [
+                "Cluster", "TestSupport", "AccessoryControl", "AccessoryModel", "AccessoryWire", "Etcd", "MQTTClient",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "AccessoryWireTests",
             dependencies: ["AccessoryWire", "CWireFixtures", "TestSupport"],

@@ -539,8 +539,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             case .unwatchSource(let source):
                 sent = watch(source, false)
                 sharedDevices?.send(.unlisted(source))
-            case .notePutOn(let accessory):
-                sharedDevices?.send(.putOn(accessory))
+            case .noteWorn(let listing):
+                sharedDevices?.send(.worn(listing))
                 sent = true
             case .claimDevice(let claim):
                 logger.debug("claiming a shared device", metadata: ["source.id": "\(claim.source)", "accessory.id": "\(claim.accessory)"])

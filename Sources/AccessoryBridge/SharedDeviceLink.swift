@@ -12,8 +12,8 @@ public final class SharedDeviceLink: Sendable {
         case listed(BluetoothAddress)
         /// The slot no longer lists the device.
         case unlisted(BluetoothAddress)
-        /// An accessory listing a shared device was put on: order the put-on in etcd.
-        case putOn(AccessoryID)
+        /// A worn accessory lists a shared device now, or no longer (rule 6's order of put-ons, in etcd).
+        case worn(WornListing)
         case claim(DeviceClaim)
         case release(DeviceRelease)
     }

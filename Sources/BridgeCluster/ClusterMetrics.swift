@@ -22,7 +22,7 @@ struct ClusterMetrics: Sendable {
     let etcdRoundTrip: [String: Timer]
     /// etcd calls that failed, by call.
     let etcdFailures: [String: Counter]
-    /// Claims of shared devices (docs/scale-out.md), by outcome (`claimed`, `refused`).
+    /// Claims of shared devices (docs/scale-out.md), by outcome (`claimed`, `refused`, `withdrawn`).
     let deviceClaims: [String: Counter]
 
     static let calls = ["grant", "keepalive", "revoke", "register", "read", "claim", "release"]
@@ -53,7 +53,7 @@ struct ClusterMetrics: Sendable {
                 ($0, Timer(label: "accessory_bridge_cluster_etcd_round_trip_seconds", dimensions: [("call", $0)], factory: factory))
             })
         deviceClaims = Dictionary(
-            uniqueKeysWithValues: ["claimed", "refused"].map {
+            uniqueKeysWithValues: ["claimed", "refused", "withdrawn"].map {
                 ($0, Counter(label: "accessory_bridge_cluster_device_claims_total", dimensions: [("outcome", $0)], factory: factory))
             })
         etcdFailures = Dictionary(

@@ -218,6 +218,9 @@ public final class ClusterService: Service {
                 case .refused(let device, let holder, let revision):
                     service.metrics.deviceClaims["refused"]?.increment()
                     tell(directory.refused(device, to: slot, holder: holder, at: revision))
+                case .withdrawn(let device):
+                    service.metrics.deviceClaims["withdrawn"]?.increment()
+                    tell([.init(slot: slot, .claimWithdrawn(device))])
                 }
                 return []
             case .shutdown:

@@ -16,6 +16,8 @@ final class SlotDevices: Sendable {
         case listed(BluetoothAddress, listers: Set<Int>, revision: UInt64)
         case claimed(BluetoothAddress, DeviceHolder, revision: UInt64)
         case refused(BluetoothAddress, DeviceHolder, revision: UInt64)
+        /// A rule 6 claim stood back for a later put-on of another slot's accessory.
+        case withdrawn(BluetoothAddress)
     }
 
     let slot: Int
@@ -35,6 +37,8 @@ final class SlotDevices: Sendable {
         self.store = store
         self.keys = keys
         self.lease = lease
+        var logger = logger
+        logger[metadataKey: "slot"] = "\(slot)"
         self.logger = logger
         let (stream, requests) = AsyncStream<SharedDeviceLink.Request>.makeStream()
         self.requests = requests
@@ -77,7 +81,7 @@ final class SlotDevices: Sendable {
         }
     }
 
-    /// What the worker keeps: the slot's put-ons' revisions and the devices it holds.
+    /// What the worker keeps: the revisions of the slot's worn listings and the devices it holds.
     private struct State {
         let slot: Int
         let store: any CoordinationStore
@@ -85,18 +89,21 @@ final class SlotDevices: Sendable {
         let lease: Int64
         let logger: Logger
         let report: @Sendable (Int, Answer) -> Void
-        var putOns: [AccessoryID: UInt64] = [:]
+        var worn: [String: UInt64] = [:]
         var held: [BluetoothAddress: UInt64] = [:]
 
         mutating func run(_ request: SharedDeviceLink.Request) async {
             switch request {
             case .listed(let device): await relist(device, adding: true)
             case .unlisted(let device): await relist(device, adding: false)
-            case .putOn(let accessory):
-                let put = CoordinationTransaction(puts: [.init(key: keys.putOn(accessory), value: "\(slot)", lease: lease)])
-                if let revision = await attempt("put-on", { [store] in try await store.commit(put) }) ?? nil {
-                    putOns[accessory] = revision
-                }
+            case .worn(let listing):
+                let key = keys.worn(listing.source, by: listing.accessory)
+                let write =
+                    listing.isWorn
+                    ? CoordinationTransaction(puts: [.init(key: key, value: "\(slot)", lease: lease)])
+                    : CoordinationTransaction(deletes: [key])
+                let revision = await attempt("worn", { [store] in try await store.commit(write) }) ?? nil
+                worn[key] = listing.isWorn ? revision : nil
             case .claim(let claim): await self.claim(claim)
             case .release(let release): await self.release(release.source, epoch: release.epoch)
             }
@@ -136,12 +143,24 @@ final class SlotDevices: Sendable {
             }
         }
 
-        /// Takes the device's holder key when the claim may: absent, this slot's, a put-on's claim, or a holder whose
-        /// accessory was put on before this one (etcd's order). A compare-and-swap on the revision read.
+        /// Takes the device's holder key when the claim may (``DeviceClaim/Kind``): a put-on's from anyone; rule 6's
+        /// only for the most recently worn accessory listing it, from nobody or from a holder whose accessory was put
+        /// on earlier; the others' from nobody. A compare-and-swap on the revision read.
         mutating func claim(_ claim: DeviceClaim) async {
             let key = keys.holder(claim.source)
-            let putOn = putOns[claim.accessory] ?? 0
+            let wornKey = keys.worn(claim.source, by: claim.accessory)
+            let putOn = worn[wornKey] ?? 0
             while !Task.isCancelled {
+                if claim.kind == .mostRecentlyWorn {
+                    let prefix = keys.wornListings(claim.source)
+                    guard let listings = await attempt("claim", { [store] in try await store.read(prefix: prefix) }) else {
+                        return
+                    }
+                    if let latest = listings.entries.max(by: { $0.modRevision < $1.modRevision }), latest.key != wornKey {
+                        report(slot, .withdrawn(claim.source))
+                        return
+                    }
+                }
                 guard let current = await attempt("claim", { [store] in try await store.get(key) }) else { return }
                 if let current, let holder = DeviceHolder(parsing: current.value) {
                     if holder.slot == slot, holder.accessory == claim.accessory.rawValue {
@@ -149,7 +168,13 @@ final class SlotDevices: Sendable {
                         report(slot, .claimed(claim.source, holder, revision: current.modRevision))
                         return
                     }
-                    if holder.slot != slot, !claim.takesOver, holder.putOnRevision >= putOn {
+                    let refused =
+                        switch claim.kind {
+                        case .takeOver: false
+                        case .mostRecentlyWorn: holder.slot != slot && holder.putOnRevision >= putOn
+                        case .ifFree: holder.slot != slot
+                        }
+                    if refused {
                         report(slot, .refused(claim.source, holder, revision: current.modRevision))
                         return
                     }
@@ -161,7 +186,7 @@ final class SlotDevices: Sendable {
                 guard let committed = await attempt("claim", { [store] in try await store.commit(transaction) }) else { return }
                 if let revision = committed {
                     held[claim.source] = revision
-                    logger.debug(
+                    logger.info(
                         "holds a shared device",
                         metadata: ["source.id": "\(claim.source)", "accessory.id": "\(claim.accessory)", "epoch": "\(revision)"])
                     report(slot, .claimed(claim.source, mine, revision: revision))

@@ -16,9 +16,9 @@ public enum BridgeAction: Hashable, Sendable {
     case watchSource(BluetoothAddress)
     /// In a cluster: no accessory of the slot lists this playing device any more: stop reading its state.
     case unwatchSource(BluetoothAddress)
-    /// In a cluster: an accessory that lists a shared device was put on: write its put-on into etcd's order, before
-    /// the claims that follow (docs/scale-out.md, "Shared devices").
-    case notePutOn(AccessoryID)
+    /// In a cluster: a worn accessory lists a shared device now, or no longer: write or delete its key, before the
+    /// claims that follow (docs/scale-out.md, "Shared devices").
+    case noteWorn(WornListing)
     /// In a cluster: ask etcd to hold a shared device; the answer comes back as a ``SharedDeviceEvent``.
     case claimDevice(DeviceClaim)
     /// In a cluster: let go of a shared device the slot no longer routes (after the commands before this action).

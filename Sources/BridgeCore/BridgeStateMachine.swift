@@ -283,7 +283,7 @@ public struct BridgeStateMachine: Sendable {
         case .sendCommand(let command): routing.commandNotSent(command)
         case .publishState(let state): unpublished.insert(state.accessory.id)
         case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
-        case .answer, .watchSource, .unwatchSource, .notePutOn, .claimDevice, .releaseDevice: break
+        case .answer, .watchSource, .unwatchSource, .noteWorn, .claimDevice, .releaseDevice: break
         }
     }
 
@@ -371,12 +371,12 @@ public struct BridgeStateMachine: Sendable {
         return output.rerouted
     }
 
-    /// What a routing output asks the shell to do, in order: the put-ons to order (before the claims), the
+    /// What a routing output asks the shell to do, in order: the worn listings (before the claims), the
     /// commands, the claims, the releases (after the commands, which carry the released devices' epochs).
     private static func actions(of output: RoutingOutput) -> [BridgeAction] {
         let commands = output.commands.map(BridgeAction.sendCommand)
-        guard !output.putOns.isEmpty || !output.claims.isEmpty || !output.releases.isEmpty else { return commands }
-        return output.putOns.map(BridgeAction.notePutOn) + commands + output.claims.map(BridgeAction.claimDevice)
+        guard !output.worn.isEmpty || !output.claims.isEmpty || !output.releases.isEmpty else { return commands }
+        return output.worn.map(BridgeAction.noteWorn) + commands + output.claims.map(BridgeAction.claimDevice)
             + output.releases.map(BridgeAction.releaseDevice)
     }
 

@@ -10,13 +10,14 @@ import AccessoryModel
 /// | `/aab/{cluster}/shared/{device}` | the slots that list it, two or more (`3,7`) | none |
 /// | `/aab/{cluster}/holders/{device}` | `{slot}/{put-on revision}/{accessory}` (its mod revision is the device's epoch) | the holder's |
 ///
-/// Which slots list each device, and when accessories were put on, are written and read one key at a time, never
-/// watched: under `/aab-devices/{cluster}/`, so that a fleet's million devices stay out of every member's read.
+/// Which slots list each device, and which worn accessories list each shared one, are written and read one device at
+/// a time, never watched: under `/aab-devices/{cluster}/`, so that a fleet's million devices stay out of every
+/// member's read.
 ///
 /// | key | value | lease |
 /// |---|---|---|
 /// | `/aab-devices/{cluster}/listers/{device}` | the slots that list it (`3`, `3,7`) | none |
-/// | `/aab-devices/{cluster}/put-ons/{accessory}` | its slot (the key's mod revision orders its put-on) | the writer's |
+/// | `/aab-devices/{cluster}/worn/{device}/{accessory}` | its slot (the key's mod revision orders its put-on) | the writer's |
 public struct ClusterKeys: Hashable, Sendable {
     public let cluster: String
 
@@ -37,7 +38,12 @@ public struct ClusterKeys: Hashable, Sendable {
 
     public func listers(_ device: BluetoothAddress) -> String { "/aab-devices/\(cluster)/listers/\(device.topicID)" }
 
-    public func putOn(_ accessory: AccessoryID) -> String { "/aab-devices/\(cluster)/put-ons/\(accessory)" }
+    /// Every worn accessory that lists `device`, one key each.
+    public func wornListings(_ device: BluetoothAddress) -> String { "/aab-devices/\(cluster)/worn/\(device.topicID)/" }
+
+    public func worn(_ device: BluetoothAddress, by accessory: AccessoryID) -> String {
+        wornListings(device) + accessory.rawValue
+    }
 
     /// What a key of the cluster is about.
     public enum Subject: Hashable, Sendable {
@@ -87,7 +93,7 @@ public struct ListerSlots: Hashable, Sendable, CustomStringConvertible {
 /// Who holds a shared device, as its holder key says: `{slot}/{put-on revision}/{accessory}`.
 public struct DeviceHolder: Hashable, Sendable, CustomStringConvertible {
     public var slot: Int
-    /// The etcd revision of its accessory's put-on (0: not known): rule 6 compares it across slots.
+    /// The etcd revision of its accessory's worn listing (0: none): rule 6 compares it across slots.
     public var putOnRevision: UInt64
     public var accessory: String
 

@@ -24,6 +24,9 @@
  * --households K groups the hubs into K households (routing domains: hub h is "{prefix}-home{h mod K}--hub-{h}") and
  *    the devices with them: an accessory lists only its household's devices, which its household's other hubs share.
  *    Without it, every accessory may list any device.
+ * --shared-devices N (with --households) keeps the last N devices out of the households: every household's accessories
+ *    list them too (one choice in three), so that in a cluster they are listed by accessories of several slots, which
+ *    arbitrate them through etcd (docs/scale-out.md, "Shared devices").
  * --svg FILE sweeps offered rates (--sweep R1,R2,... or fractions of a first flood's throughput) and draws latency
  * against offered rate.
  *
@@ -72,6 +75,7 @@ struct options {
     long timeout_max_ms;
     long slots;      /* 0: a single bridge */
     long households; /* 0: none (any accessory may list any device) */
+    long shared_devices; /* with households: devices every household lists */
     bool json;
     bool verify;
     bool quiet;
@@ -239,7 +243,7 @@ static void usage(FILE *out)
             "               [--rate 0 (flood) | N requests/s] [--seconds 10 | --rounds N] [--drain 60]\n"
             "               [--scenario mixed|placement|sources|calls] [--devices D] [--prefix sim]\n"
             "               [--timeout-ms 1000] [--timeout-max-ms 5000] [--ca-file FILE] [--seed N]\n"
-            "               [--slots S (a cluster of bridges with S slots)] [--households K]\n"
+            "               [--slots S (a cluster of bridges with S slots)] [--households K [--shared-devices N]]\n"
             "               [--verify] [--json] [--quiet] [--svg FILE [--sweep R1,R2,...]]\n");
 }
 
@@ -354,6 +358,8 @@ static bool parse_options(int argc, char **argv, struct options *opt)
             ok = parse_long(value, 0, 4096, &opt->slots);
         } else if (strcmp(name, "--households") == 0) {
             ok = parse_long(value, 0, 65536, &opt->households);
+        } else if (strcmp(name, "--shared-devices") == 0) {
+            ok = parse_long(value, 0, 65536, &opt->shared_devices);
         } else if (strcmp(name, "--seed") == 0) {
             ok = parse_long(value, 0, 0x7fffffff, &number);
             opt->seed = (unsigned)number;
@@ -377,8 +383,13 @@ static bool parse_options(int argc, char **argv, struct options *opt)
     if (opt->seconds < 0) {
         opt->seconds = opt->rounds > 0 ? 0 : 10; /* --rounds alone: as long as the rounds take */
     }
-    if (opt->households > opt->hubs || (opt->households > 0 && opt->devices < 2 * opt->households)) {
+    if (opt->households > opt->hubs ||
+        (opt->households > 0 && opt->devices - opt->shared_devices < 2 * opt->households)) {
         fprintf(stderr, "hub-sim: --households must be at most --hubs, with at least two devices each\n");
+        return false;
+    }
+    if (opt->shared_devices > 0 && opt->households == 0) {
+        fprintf(stderr, "hub-sim: --shared-devices needs --households\n");
         return false;
     }
     if (opt->rounds == 0 && opt->seconds <= 0) {
@@ -466,14 +477,20 @@ static void hub_name(const struct sim *sim, long hub, char *out, size_t size)
     }
 }
 
-/* The device an accessory of `hub` lists at position `n` of its choices: any device, or its household's. */
+/* The device an accessory of `hub` lists at position `n` of its choices: any device, or its household's (and, one
+ * position in three, one of the devices all households share). */
 static int device_choice(const struct sim *sim, long hub, long n)
 {
     if (sim->opt.households == 0) {
         return (int)(n % sim->opt.devices);
     }
+    long shared = sim->opt.shared_devices;
+    long own = sim->opt.devices - shared;
+    if (shared > 0 && n % 3 == 2) {
+        return (int)(own + (n / 3 + hub) % shared);
+    }
     long household = hub % sim->opt.households;
-    long count = (sim->opt.devices - household + sim->opt.households - 1) / sim->opt.households;
+    long count = (own - household + sim->opt.households - 1) / sim->opt.households;
     return (int)(household + sim->opt.households * (n % count));
 }
 

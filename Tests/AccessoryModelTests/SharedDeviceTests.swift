@@ -35,8 +35,8 @@ import Testing
         var h = slot(sharing: [phone])
         h.source(phone, .media)
         #expect(h.place(headphones, .onHead) == [], "no command before the slot holds the phone")
-        #expect(h.last.putOns == [headphones], "the put-on is ordered in etcd before the claim")
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        #expect(h.last.worn == [WornListing(accessory: headphones, source: phone, isWorn: true)], "the put-on is ordered in etcd before the claim")
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
         #expect(h.engine.routedSource(for: headphones) == nil)
 
         #expect(h.shared(.claimed(phone, epoch: 512)) == [.route(phone, headphones, .putOn)])
@@ -52,7 +52,7 @@ import Testing
 
         // Back on within the window: claimed again, routed and resumed with the new epoch.
         h.place(headphones, .onHead)
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
         #expect(h.shared(.claimed(phone, epoch: 530)) == [.route(phone, headphones, .putOn), .resume(phone, headphones, .putOn)])
         #expect(h.last.commands.allSatisfy { $0.epoch == 530 })
     }
@@ -61,7 +61,7 @@ import Testing
         var h = slot(sharing: [phone])
         h.place(headphones, .onHead)
         #expect(h.source(phone, .media) == [])
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .mostRecentlyWorn)])
         // An accessory of another slot, put on later, holds it.
         #expect(h.shared(.claimRefused(phone, holderEpoch: 640)) == [])
         #expect(h.engine.routedSource(for: headphones) == nil)
@@ -72,7 +72,7 @@ import Testing
         h.shared(.releasedElsewhere(phone))
         h.source(phone, .idle)
         h.source(phone, .media)
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .mostRecentlyWorn)])
         #expect(h.shared(.claimed(phone, epoch: 700)) == [.route(phone, headphones, .sourceActivated)])
         #expect(h.last.commands.first?.epoch == 700)
     }
@@ -115,8 +115,8 @@ import Testing
         h.source(phone, .media)
         #expect(h.place(headphones, .onHead) == [.route(phone, headphones, .putOn)])
         #expect(h.shared(.shared(phone, true)) == [])
-        #expect(h.last.putOns == [headphones], "a worn accessory's put-on is ordered once the device is shared")
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: false)])
+        #expect(h.last.worn == [WornListing(accessory: headphones, source: phone, isWorn: true)], "listed as worn once the device is shared")
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .ifFree)])
         #expect(h.engine.routedSource(for: headphones) == phone, "the route stands while the claim is on its way")
         #expect(h.shared(.claimRefused(phone, holderEpoch: 300)) == [], "the holder's commands move the device")
         #expect(h.engine.routedSource(for: headphones) == nil)
@@ -142,10 +142,10 @@ import Testing
         var h = slot(sharing: [phone])
         h.register(earbuds, placement: .inEar, sources: [phone])
         h.source(phone, .media)
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: earbuds, takesOver: false)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: earbuds, kind: .mostRecentlyWorn)])
         // The headphones are put on while that claim is on its way: a put-on asks more (it takes over).
         h.place(headphones, .onHead)
-        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, takesOver: true)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
         // The first answer runs the latest decision: the put-on's.
         #expect(h.shared(.claimed(phone, epoch: 1000)) == [.route(phone, headphones, .putOn)])
         #expect(h.shared(.claimed(phone, epoch: 1001)) == [], "the second claim's answer changes nothing")
@@ -153,5 +153,39 @@ import Testing
         // Within the slot, moving the phone between its own accessories needs no claim.
         h.place(headphones, .offHead)
         #expect(h.last.releases == [DeviceRelease(source: phone, epoch: 1001)])
+    }
+
+    @Test func wornListingsFollowPutOnsTakeOffsListingsAndSharing() {
+        typealias W = WornListing
+        var h = slot(sharing: [phone])
+        h.place(headphones, .onHead)
+        #expect(h.last.worn == [W(accessory: headphones, source: phone, isWorn: true)])
+        h.place(headphones, .overTheEar)
+        #expect(h.last.worn == [], "still worn: nothing to tell")
+        h.place(headphones, .offHead)
+        #expect(h.last.worn == [W(accessory: headphones, source: phone, isWorn: false)])
+        h.place(headphones, .onHead)
+        // The phone is unlisted while worn (the bridge says so before the change), the laptop becomes shared.
+        h.engine.deviceUnlisted(phone)
+        h.connect(headphones, [laptop])
+        #expect(h.last.worn == [W(accessory: headphones, source: phone, isWorn: false)])
+        h.shared(.shared(laptop, true))
+        #expect(h.last.worn == [W(accessory: headphones, source: laptop, isWorn: true)])
+        h.shared(.shared(laptop, false))
+        #expect(h.last.worn == [W(accessory: headphones, source: laptop, isWorn: false)])
+    }
+
+    @Test func aWithdrawnClaimDropsTheDecisionAndLeavesTheDeviceFree() {
+        var h = slot(sharing: [phone])
+        h.place(headphones, .onHead)
+        h.source(phone, .media)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .mostRecentlyWorn)])
+        // Another slot's accessory was put on later: this slot stands back, and sends nothing.
+        #expect(h.shared(.claimWithdrawn(phone)) == [])
+        #expect(h.last.releases.isEmpty && h.last.claims.isEmpty)
+        // Free to this slot's rules still (not held elsewhere): a put-on here takes it, as in one bridge.
+        h.place(headphones, .offHead)
+        h.place(headphones, .onHead)
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
     }
 }

@@ -194,7 +194,7 @@ import Glibc
             arguments: [
                 "-c", "exec \"$0\" \"$@\" > \"\(output.path)\" 2>> \"\(output.path).log\"", try BuiltProducts.path("hub-sim"),
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--slots", "\(Self.slots)", "--households", "8",
-                "--hubs", "20", "--accessories", "20", "--rate", "150", "--seconds", "40", "--drain", "60", "--verify",
+                "--shared-devices", "8", "--hubs", "20", "--accessories", "20", "--rate", "150", "--seconds", "40", "--drain", "60", "--verify",
                 "--timeout-ms", "500", "--timeout-max-ms", "2000", "--prefix", "cl",
             ],
             outputPath: "/dev/null")
@@ -272,6 +272,12 @@ import Glibc
         #expect(summary.excess_commands == 0, "no command beyond what the hubs' changes justify")
         #expect(summary.commands > 0)
         #expect(summary.older_epoch_commands >= 1, "the device dropped the older owner's command")
+        // The devices all households list were arbitrated through etcd: held by the slots of several households.
+        let holdings = members.lines("holds a shared device")
+        let holders = Dictionary(grouping: holdings, by: { $0["source.id"] as? String ?? "" }).mapValues {
+            Set($0.compactMap { $0["slot"] as? String })
+        }
+        #expect(holders.values.contains { $0.count >= 2 }, "a shared device held by two slots in turn: \(holders)")
         for failover in failovers {
             #expect(Set(failover.gaps.keys) == failover.slots, "\(failover.what): every slot served again")
             #expect(failover.gaps.values.allSatisfy { $0 <= 5 }, "\(failover.what): \(failover.gaps)")
@@ -285,7 +291,8 @@ import Glibc
                 + "max \(summary.max_ms) ms; \(gapText.joined(separator: ", ")); etcd down "
                 + "\(String(format: "%.1f", etcdBack.timeIntervalSince(etcdStopped))) s, every slot served again "
                 + "\(String(format: "%.2f", etcdGap)) s after it answered; handback \(String(format: "%.2f", handback.values.max() ?? 0)) s; "
-                + "\(summary.older_epoch_commands) commands of older owners dropped by the devices")
+                + "\(summary.older_epoch_commands) commands of older owners dropped by the devices; "
+                + "\(holdings.count) holdings of \(holders.count) shared devices")
         if code != 0 || summary.lost > 0 {
             print(members.logText.suffix(5000))
         }

@@ -165,6 +165,7 @@ public struct RoutingEngine: Sendable {
         var output = RoutingOutput()
         guard view.automaticSwitching else {
             switchedOff(view.id, into: &output)
+            tellWorn(view.id, into: &output)
             releaseUnrouted(into: &output)
             output.nextDeadline = nextDeadline
             return output
@@ -194,7 +195,6 @@ public struct RoutingEngine: Sendable {
         }
         if view.isWorn && !wasWorn {
             table.accessories[slot].wornSince = now
-            if view.sources.contains(where: sharing.shared.contains) { output.putOns.append(view.id) }
             putOn(slot, at: now, into: &output)
         } else if view.isWorn && table.accessories[slot].routedSource == nil && listedBefore != view.sources {
             candidatesAdded(slot, previous: previous, at: now, into: &output)
@@ -207,6 +207,7 @@ public struct RoutingEngine: Sendable {
         }
         output.routedSource = table.accessories[slot].routedSource.map { table.sources[$0].address }
         forgetUnneeded(slot, listedBefore: listedBefore)
+        tellWorn(view.id, into: &output)
         releaseUnrouted(into: &output)
         output.nextDeadline = nextDeadline
         return output
@@ -314,6 +315,7 @@ public struct RoutingEngine: Sendable {
         case .shared(let source, let isShared): deviceShared(source, isShared, at: now)
         case .claimed(let source, let epoch): deviceClaimed(source, epoch: epoch, at: now)
         case .claimRefused(let source, let holderEpoch): deviceClaimRefused(source, holderEpoch: holderEpoch, at: now)
+        case .claimWithdrawn(let source): deviceClaimWithdrawn(source, at: now)
         case .heldElsewhere(let source, let epoch): deviceHeldElsewhere(source, epoch: epoch, at: now)
         case .releasedElsewhere(let source): deviceReleasedElsewhere(source, at: now)
         }
@@ -351,23 +353,22 @@ public struct RoutingEngine: Sendable {
         if isShared {
             sharing.shared.insert(source)
             if !wasShared {
-                output.putOns = table.listings(of: slot).filter { table.accessories[$0].view.isWorn }
-                    .map { table.accessories[$0].view.id }
+                for accessory in table.listings(of: slot) { tellWorn(table.accessories[accessory].view.id, into: &output) }
             }
             if var pending = sharing.pending[source], !pending.claimed {
                 pending.claimed = true
                 sharing.pending[source] = pending
-                output.claims.append(
-                    DeviceClaim(source: source, accessory: pending.accessory, takesOver: pending.rule == .putOn))
+                output.claims.append(DeviceClaim(source: source, accessory: pending.accessory, kind: pending.rule.claim))
             } else if sharing.pending[source] == nil, sharing.held[source] == nil,
                 let accessory = table.sources[slot].routedAccessory
             {
                 let id = table.accessories[accessory].view.id
                 sharing.pending[source] = .init(accessory: id, rule: .keep, claimed: true)
-                output.claims.append(DeviceClaim(source: source, accessory: id, takesOver: false))
+                output.claims.append(DeviceClaim(source: source, accessory: id, kind: .ifFree))
             }
         } else {
             sharing.shared.remove(source)
+            for accessory in table.listings(of: slot) { tellWorn(table.accessories[accessory].view.id, into: &output) }
             if let revision = sharing.heldElsewhere.removeValue(forKey: source) {
                 sharing.raiseFloor(of: source, to: revision)
             }
@@ -420,6 +421,15 @@ public struct RoutingEngine: Sendable {
         } else {
             sharing.pending[source] = nil
         }
+        releaseUnrouted(into: &output)
+        output.nextDeadline = nextDeadline
+        return output
+    }
+
+    /// This slot's rule 6 claim stood back for another slot's accessory, put on later: the decision is dropped.
+    public mutating func deviceClaimWithdrawn(_ source: BluetoothAddress, at now: Timestamp) -> RoutingOutput {
+        var output = RoutingOutput()
+        sharing.pending[source] = nil
         releaseUnrouted(into: &output)
         output.nextDeadline = nextDeadline
         return output
@@ -790,7 +800,7 @@ public struct RoutingEngine: Sendable {
         let asksMore = rule == .putOn && waiting?.rule != .putOn
         if !sharing.unconfirmed.contains(address), !pending.claimed || asksMore {
             pending.claimed = true
-            output.claims.append(DeviceClaim(source: address, accessory: id, takesOver: rule == .putOn))
+            output.claims.append(DeviceClaim(source: address, accessory: id, kind: rule.claim))
         }
         sharing.pending[address] = pending
         return false
@@ -820,6 +830,24 @@ public struct RoutingEngine: Sendable {
             } else {
                 putOn(accessory, at: now, into: &output)
             }
+        }
+    }
+
+    /// Tells the shell which shared devices accessory `id` lists while worn, as it changed (``WornListing``).
+    private mutating func tellWorn(_ id: AccessoryID, into output: inout RoutingOutput) {
+        guard !sharing.shared.isEmpty || sharing.worn[id] != nil else { return }
+        var now = Set<BluetoothAddress>()
+        if let slot = table.kept(id), table.accessories[slot].view.isWorn {
+            now = Set(table.accessories[slot].view.sources.filter(sharing.shared.contains))
+        }
+        let before = sharing.worn[id] ?? []
+        guard now != before else { return }
+        sharing.worn[id] = now.isEmpty ? nil : now
+        for source in before.subtracting(now).sorted() {
+            output.worn.append(WornListing(accessory: id, source: source, isWorn: false))
+        }
+        for source in now.subtracting(before).sorted() {
+            output.worn.append(WornListing(accessory: id, source: source, isWorn: true))
         }
     }
 

@@ -9,10 +9,10 @@ public struct RoutingOutput: Hashable, Sendable {
     /// After ``RoutingEngine/accessoryChanged(_:at:)``: the source now routed to that accessory. `nil` after the other
     /// transitions.
     public var routedSource: BluetoothAddress?
-    /// In a cluster: worn accessories that list a shared device and were just put on (or were worn when one of their
-    /// devices became shared). The shell writes each put-on into etcd's one order before it runs this output's
-    /// claims: rule 6 compares put-ons across slots in that order, never by the members' clocks.
-    public var putOns: [AccessoryID] = []
+    /// In a cluster: which worn accessories list which shared devices, as it changed. The shell writes them before
+    /// it runs this output's claims: rule 6 compares put-ons across slots in etcd's order, never by the members'
+    /// clocks.
+    public var worn: [WornListing] = []
     /// In a cluster: the shared devices this slot asks to hold before it routes them (see ``DeviceClaim``).
     public var claims: [DeviceClaim] = []
     /// In a cluster: the shared devices this slot held and no longer routes, after this output's commands.

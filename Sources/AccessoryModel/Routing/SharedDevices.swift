@@ -3,23 +3,48 @@
 /// decides who does (a compare-and-swap per shared device: docs/scale-out.md, "Shared devices").
 ///
 /// The engine asks for a device with a ``DeviceClaim`` and keeps the decision pending; the answer
-/// (``RoutingEngine/deviceClaimed(_:epoch:at:)`` or ``RoutingEngine/deviceClaimRefused(_:holderEpoch:at:)``) runs it
-/// again. A device the slot stops routing is let go with a ``DeviceRelease``.
+/// (``SharedDeviceEvent``) runs it again. A device the slot stops routing is let go with a ``DeviceRelease``, and
+/// which worn accessories list shared devices is told with ``WornListing``s (rule 6 compares put-ons across slots).
 public struct DeviceClaim: Hashable, Sendable, CustomStringConvertible {
+    /// What a claim may take, after the rule that makes it.
+    public enum Kind: String, Hashable, Sendable {
+        /// Rule 4 (put on): the device, from whoever holds it, as one bridge routes a put-on's best candidate
+        /// wherever it plays.
+        case takeOver
+        /// Rule 6 (the device became active while unrouted): only for the most recently worn accessory listing it,
+        /// in etcd's order of the worn listings, and only from nobody or from a holder whose accessory was put on
+        /// earlier. When another slot's accessory was put on later, this slot stands back: that slot takes it.
+        case mostRecentlyWorn
+        /// The other rules (a free device for a worn, free accessory; a route the slot had): only from nobody.
+        case ifFree
+    }
+
     public var source: BluetoothAddress
     /// The accessory that is to have it.
     public var accessory: AccessoryID
-    /// Rule 4 (put on) takes the device from whoever holds it, as one bridge does; the other rules take it only from
-    /// nobody, or from a holder whose accessory was put on earlier (rule 6's most recently worn, in etcd's order).
-    public var takesOver: Bool
+    public var kind: Kind
 
-    public init(source: BluetoothAddress, accessory: AccessoryID, takesOver: Bool) {
+    public init(source: BluetoothAddress, accessory: AccessoryID, kind: Kind) {
         self.source = source
         self.accessory = accessory
-        self.takesOver = takesOver
+        self.kind = kind
     }
 
-    public var description: String { "\(source) for \(accessory)\(takesOver ? " (taking over)" : "")" }
+    public var description: String { "\(source) for \(accessory) (\(kind))" }
+}
+
+/// A worn accessory lists a shared device (`isWorn`), or no longer does (taken off, the device unlisted or no longer
+/// shared): the shell writes or deletes the listing's key, whose revision orders the put-ons in etcd.
+public struct WornListing: Hashable, Sendable {
+    public var accessory: AccessoryID
+    public var source: BluetoothAddress
+    public var isWorn: Bool
+
+    public init(accessory: AccessoryID, source: BluetoothAddress, isWorn: Bool) {
+        self.accessory = accessory
+        self.source = source
+        self.isWorn = isWorn
+    }
 }
 
 /// A shared device the slot held and no longer routes: the shell deletes its holder key if it still has this epoch.
@@ -47,6 +72,15 @@ struct SharedDevices: Sendable {
         case candidate(SwitchCommand.Reason)
         /// The slot routes the device already (it did before the device was shared, or restored that route).
         case keep
+
+        /// What its claim may take.
+        var claim: DeviceClaim.Kind {
+            switch self {
+            case .putOn: .takeOver
+            case .activated: .mostRecentlyWorn
+            case .candidate, .keep: .ifFree
+            }
+        }
     }
 
     struct Pending: Hashable, Sendable {
@@ -66,6 +100,8 @@ struct SharedDevices: Sendable {
     var heldElsewhere: [BluetoothAddress: UInt64] = [:]
     /// Decisions that wait for a claim's answer or for the device's confirmation.
     var pending: [BluetoothAddress: Pending] = [:]
+    /// The worn accessories' shared devices, as told to the shell (``WornListing``).
+    var worn: [AccessoryID: Set<BluetoothAddress>] = [:]
     /// The newest holder revision seen for each device that was shared: its commands never carry an older epoch,
     /// which the device would drop (it compares the epoch first: ``CommandOrder``).
     var floors: [BluetoothAddress: UInt64] = [:]
@@ -106,6 +142,9 @@ public enum SharedDeviceEvent: Hashable, Sendable {
     case claimed(BluetoothAddress, epoch: UInt64)
     /// This slot's claim lost to the holder of this epoch.
     case claimRefused(BluetoothAddress, holderEpoch: UInt64)
+    /// This slot's rule 6 claim stood back: another slot's accessory listing the device was put on later, and that
+    /// slot takes it. The decision is dropped; the device stays free to this slot's rules.
+    case claimWithdrawn(BluetoothAddress)
     /// Another slot took the device, at this epoch.
     case heldElsewhere(BluetoothAddress, epoch: UInt64)
     /// The slot that held the device let it go.
