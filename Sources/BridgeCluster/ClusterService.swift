@@ -365,7 +365,9 @@ public final class ClusterService: Service {
                 let devices = links.removeValue(forKey: slot)?.devices
                 chain(slot) {
                     await service.stopSlot(slot, reason: reason)
-                    await devices?.finish()
+                    // Its etcd requests end beside what comes next: etcd may be unreachable (a fenced slot), and a
+                    // slot started again here does not wait for them (a release compares the revision it claimed).
+                    if let devices { Task { await devices.finish() } }
                 }
             case .fence(let until):
                 service.fence.withLock { $0 = until }
