@@ -332,9 +332,7 @@ public struct RoutingEngine: Sendable {
         sharing.unconfirmed.remove(source)
         sharing.shared.remove(source)
         sharing.pending[source] = nil
-        if let revision = sharing.heldElsewhere.removeValue(forKey: source) {
-            sharing.raiseFloor(of: source, to: revision)
-        }
+        sharing.forgetHolderElsewhere(source)
     }
 
     /// Whether accessories of another slot list `source` too (etcd's lister keys; docs/scale-out.md). Shared, a device
@@ -369,9 +367,7 @@ public struct RoutingEngine: Sendable {
         } else {
             sharing.shared.remove(source)
             for accessory in table.listings(of: slot) { tellWorn(table.accessories[accessory].view.id, into: &output) }
-            if let revision = sharing.heldElsewhere.removeValue(forKey: source) {
-                sharing.raiseFloor(of: source, to: revision)
-            }
+            sharing.forgetHolderElsewhere(source)
             if let pending = sharing.pending.removeValue(forKey: source) {
                 decideAgain(pending, for: slot, at: now, into: &output)
             }
@@ -387,9 +383,7 @@ public struct RoutingEngine: Sendable {
         -> RoutingOutput
     {
         var output = RoutingOutput()
-        sharing.held[source] = revision
-        sharing.heldElsewhere[source] = nil
-        sharing.raiseFloor(of: source, to: revision)
+        sharing.holdHere(source, at: revision)
         if let pending = sharing.pending.removeValue(forKey: source), let slot = table.kept(source) {
             decideAgain(pending, for: slot, at: now, into: &output)
         }
@@ -405,9 +399,7 @@ public struct RoutingEngine: Sendable {
         -> RoutingOutput
     {
         var output = RoutingOutput()
-        sharing.held[source] = nil
-        sharing.heldElsewhere[source] = holderEpoch
-        sharing.raiseFloor(of: source, to: holderEpoch)
+        sharing.holdElsewhere(source, at: holderEpoch)
         if let slot = table.kept(source) {
             dropRoute(of: slot, into: &output)
             if let pending = sharing.pending.removeValue(forKey: source), pending.rule != .activated,
@@ -442,9 +434,7 @@ public struct RoutingEngine: Sendable {
         -> RoutingOutput
     {
         var output = RoutingOutput()
-        sharing.held[source] = nil
-        sharing.heldElsewhere[source] = revision
-        sharing.raiseFloor(of: source, to: revision)
+        sharing.holdElsewhere(source, at: revision)
         if let slot = table.kept(source) { dropRoute(of: slot, into: &output) }
         output.nextDeadline = nextDeadline
         return output
@@ -453,7 +443,7 @@ public struct RoutingEngine: Sendable {
     /// The slot that held `source` let it go: to this slot's rules it is unrouted again (rule 6 routes it when it
     /// becomes active).
     public mutating func deviceReleasedElsewhere(_ source: BluetoothAddress, at now: Timestamp) -> RoutingOutput {
-        sharing.heldElsewhere[source] = nil
+        sharing.forgetHolderElsewhere(source)
         return RoutingOutput(nextDeadline: nextDeadline)
     }
 

@@ -128,6 +128,25 @@ struct SharedDevices: Sendable {
         return max(slotEpoch, floor)
     }
 
+    /// This slot holds `source` now, at `revision`.
+    mutating func holdHere(_ source: BluetoothAddress, at revision: UInt64) {
+        held[source] = revision
+        heldElsewhere[source] = nil
+        raiseFloor(of: source, to: revision)
+    }
+
+    /// Another slot holds `source`, at `revision`.
+    mutating func holdElsewhere(_ source: BluetoothAddress, at revision: UInt64) {
+        held[source] = nil
+        heldElsewhere[source] = revision
+        raiseFloor(of: source, to: revision)
+    }
+
+    /// No other slot holds `source` any more, as far as this slot knows.
+    mutating func forgetHolderElsewhere(_ source: BluetoothAddress) {
+        if let revision = heldElsewhere.removeValue(forKey: source) { raiseFloor(of: source, to: revision) }
+    }
+
     mutating func raiseFloor(of source: BluetoothAddress, to revision: UInt64) {
         floors[source] = max(floors[source] ?? 0, revision)
     }
