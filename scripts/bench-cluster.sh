@@ -127,8 +127,10 @@ for n in single 1 2 3; do
         hub=$(hub_in_slot "$cluster-h$k-" "$slot" "$slots")
         root=bench-$cluster/slots/$slot
         [ "$n" != single ] || root=bench-$cluster
+        # Each hub (a household) has a playing device of its own: one device every hub listed would be shared by
+        # every slot, and claimed through etcd at each put-on (docs/scale-out.md, "Shared devices").
         "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "$root" --accessory-prefix "h$k" \
-            --source-root "bench-$cluster" --hub "$hub" --accessories "$accessories" --rate $((rate / hubs)) --seconds $((duration + 6)) --drain 10 \
+            --source "$(printf '5a%010x' "$k")" --source-root "bench-$cluster" --hub "$hub" --accessories "$accessories" --rate $((rate / hubs)) --seconds $((duration + 6)) --drain 10 \
             --settle 1 --client-id "lg-$cluster-$k" --ready-file "$work/ready-$k" --json \
             >"$work/load-$cluster-$k.json" 2>"$work/load-$cluster-$k.err" &
         loads+=($!)
@@ -222,7 +224,7 @@ if [ "$big" -gt 0 ]; then
             [ "$slot" -lt "$count" ] || break
             hub=$(hub_in_slot "$cluster-s$slot-" "$slot" "$count")
             "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster/slots/$slot" \
-                --source-root "bench-$cluster" --hub "$hub" --accessories "$per_slot" --seconds 0 --reports 1 --settle 0 --setup-timeout 3600 \
+                --source "$(printf '5b%010x' "$slot")" --source-root "bench-$cluster" --hub "$hub" --accessories "$per_slot" --seconds 0 --reports 1 --settle 0 --setup-timeout 3600 \
                 --client-id "lg-big-$slot" >"$work/big-$slot.log" 2>&1 &
             loads+=($!)
         done

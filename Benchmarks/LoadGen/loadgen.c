@@ -7,7 +7,9 @@
  *    comes back, so that the run starts only once the other side is subscribed and answering.
  * 3. Set-up (not timed): for each accessory, sequenced telemetry starting at 1 (a Paired restarts the count, so a
  *    second run on the same accessories works): Paired (audio switching and placement), Register (both), Sources
- *    (primary 12:34:56:78:9A:BC); then a retained SourceState {ACTIVITY_MEDIA} on R/sources/123456789abc/state.
+ *    (primary --source, 12:34:56:78:9A:BC by default); then a retained SourceState {ACTIVITY_MEDIA} on
+ *    R/sources/{source}/state. Several loadgens on one cluster give each hub a device of its own (--source): one
+ *    device listed by every hub would be shared by every slot, and arbitrated through etcd at each put-on.
  *    With --own-sources, each accessory lists a source of its own instead (02:00:00:00:00:00 plus its index), whose
  *    state is never published: a fleet of idle phones, for the memory benchmark.
  *    Waits for every set-up result, lets the other side settle (--settle seconds: acknowledging a burst of
@@ -23,7 +25,7 @@
  *
  * Usage: loadgen [--broker mqtt://127.0.0.1:1883] [--topic-root audio] [--hub load-hub] [--accessories 1000]
  *                [--rate 0] [--seconds 10] [--reports N] [--drain 5] [--settle 1] [--client-id ID] [--json]
- *                [--own-sources] [--server-pid PID] [--broker-pid PID] [--source-root R]
+ *                [--own-sources | --source 123456789abc] [--server-pid PID] [--broker-pid PID] [--source-root R]
  * --source-root: where the playing devices' topics are when they are not under --topic-root (a cluster's slot's root
  * is R/slots/{slot}, its devices' R). --ready-file PATH: created when the measured phase starts, so that a script
  * running several loadgens can measure one window inside all their phases. --accessory-prefix P: accessory ids are
@@ -57,10 +59,8 @@
 #define MAX_PREFIX 200 /* R/hubs/{hub}/accessories/: leaves room for an accessory id and a last level */
 #define MAX_PAYLOAD 256
 #define PROBE_ID "probe"
-#define SOURCE_HEX "123456789abc"
 #define NS_PER_S 1000000000ULL
 
-static const uint8_t source_address[6] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc};
 static const Audioaccessory__V1__Capability all_capabilities[2] = {
     AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING,
     AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT,
@@ -85,6 +85,8 @@ struct options {
     double setup_timeout;
     bool json;
     bool own_sources;
+    uint8_t source[6];    /* --source: the playing device every accessory lists */
+    char source_hex[13];
     long server_pid;
     long broker_pid;
 };
@@ -152,7 +154,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: loadgen [--broker mqtt://HOST:PORT] [--topic-root R] [--hub ID] [--accessories A]\n"
             "               [--rate N (0: flood)] [--seconds S] [--reports N] [--drain S] [--settle S]\n"
-            "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources] [--server-pid PID]\n"
+            "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources | --source HEX12]\n"
+            "               [--server-pid PID]\n"
             "               [--broker-pid PID] [--source-root R]\n"
             "               [--ready-file PATH] [--accessory-prefix P]\n");
 }
@@ -219,6 +222,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         .host = "127.0.0.1", .port = 1883, .topic_root = "audio", .hub = "load-hub", .accessories = 1000,
         .accessory_prefix = "acc",
         .rate = 0, .seconds = 10, .reports = 0, .drain = 5, .settle = 1, .ready_timeout = 30, .setup_timeout = 60,
+        .source = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc}, .source_hex = "123456789abc",
     };
     snprintf(opt->client_id, sizeof opt->client_id, "loadgen-%ld", (long)getpid());
     for (int i = 1; i < argc; i++) {
@@ -242,7 +246,18 @@ static int parse_options(int argc, char **argv, struct options *opt)
         const char *value = argv[++i];
         long number;
         bool ok = true;
-        if (strcmp(arg, "--broker") == 0) {
+        if (strcmp(arg, "--source") == 0) {
+            unsigned byte[6];
+            ok = strlen(value) == 12 && sscanf(value, "%2x%2x%2x%2x%2x%2x", &byte[0], &byte[1], &byte[2], &byte[3],
+                                               &byte[4], &byte[5]) == 6;
+            for (int b = 0; ok && b < 6; b++) {
+                opt->source[b] = (uint8_t)byte[b];
+            }
+            if (ok) {
+                snprintf(opt->source_hex, sizeof opt->source_hex, "%02x%02x%02x%02x%02x%02x", byte[0], byte[1],
+                         byte[2], byte[3], byte[4], byte[5]);
+            }
+        } else if (strcmp(arg, "--broker") == 0) {
             ok = parse_broker(value, opt->host, &opt->port);
         } else if (strcmp(arg, "--topic-root") == 0) {
             opt->topic_root = value;
@@ -616,10 +631,10 @@ static int set_up(struct loadgen *lg)
     register_.n_capabilities = 2;
     register_.capabilities = (Audioaccessory__V1__Capability *)all_capabilities;
     Audioaccessory__V1__SourcesReport sources = AUDIOACCESSORY__V1__SOURCES_REPORT__INIT;
-    uint8_t own_address[sizeof source_address] = {0x02};
+    uint8_t own_address[sizeof lg->opt.source] = {0x02};
     sources.primary = (ProtobufCBinaryData){
-        .len = sizeof source_address,
-        .data = lg->opt.own_sources ? own_address : (uint8_t *)source_address,
+        .len = sizeof lg->opt.source,
+        .data = lg->opt.own_sources ? own_address : lg->opt.source,
     };
 
     lg->phase = PHASE_SETUP;
@@ -666,8 +681,8 @@ static int set_up(struct loadgen *lg)
         }
     }
     char topic[MAX_TOPIC];
-    snprintf(topic, sizeof topic, "%s/sources/" SOURCE_HEX "/state",
-             lg->opt.source_root != NULL ? lg->opt.source_root : lg->opt.topic_root);
+    snprintf(topic, sizeof topic, "%s/sources/%s/state",
+             lg->opt.source_root != NULL ? lg->opt.source_root : lg->opt.topic_root, lg->opt.source_hex);
     Audioaccessory__V1__SourceState source = AUDIOACCESSORY__V1__SOURCE_STATE__INIT;
     source.activity = AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_MEDIA;
     if (!lg->opt.own_sources && publish_message(lg, topic, &source.base, true) != 0) {

@@ -239,6 +239,14 @@ public struct BridgeStateMachine: Sendable {
     /// In a cluster, what etcd said about a playing device that accessories of other slots list too: the commands
     /// of the decisions that waited for it, and the states of the accessories whose route moved.
     public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> [BridgeAction] {
+        switch event {
+        case .shared(let source, _), .heldElsewhere(let source, _), .releasedElsewhere(let source):
+            // News of a device the slot no longer lists is about a listing that ended: nothing to keep. (What the
+            // slot claimed is still answered: a device it holds is let go.)
+            if listed?.contains(source) == false { return [] }
+        case .claimed, .claimRefused, .claimWithdrawn:
+            break
+        }
         let output = routing.sharedDevice(event, at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
         var actions = Self.actions(of: output)

@@ -7,6 +7,8 @@ struct ListedSources: Sendable {
 
     var all: Dictionary<BluetoothAddress, Int>.Keys { counts.keys }
 
+    func contains(_ source: BluetoothAddress) -> Bool { counts[source] != nil }
+
     /// An accessory that listed `old` lists `new` now; returns the devices it starts and ends listing for the slot.
     mutating func relist(from old: SourcePair, to new: SourcePair) -> (started: [BluetoothAddress], ended: [BluetoothAddress]) {
         var started: [BluetoothAddress] = []

@@ -188,4 +188,52 @@ import Testing
         h.place(headphones, .onHead)
         #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
     }
+
+    @Test func aDeviceConfirmedSharedBeforeItsAccessoryTakesPartIsClaimedOnceItDoes() {
+        var h = RoutingHarness(epoch: 100)
+        h.source(phone, .media)
+        h.engine.deviceListed(phone)
+        // Paired, not registered yet: the engine does not keep it, and the shell says the phone is shared meanwhile.
+        h.change(
+            RoutingAccessory(
+                id: headphones, registration: .paired, capabilities: .all, placement: .onHead, sources: [phone]))
+        h.shared(.shared(phone, true))
+        #expect(h.registration(headphones, .registered) == [], "not routed before the slot holds the phone")
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
+    }
+
+    /// The phone (shared) plays on the headphones, which this slot holds; a call on the laptop displaces it (rule 11
+    /// remembers it), and the phone says it paused; then the call ends.
+    func callEndsAfterDisplacingASharedDevice() throws -> RoutingHarness {
+        var h = slot(sharing: [phone])
+        h.source(phone, .media)
+        h.place(headphones, .inEar)
+        h.shared(.claimed(phone, epoch: 500))
+        #expect(h.source(laptop, .call) == [
+            .pause(phone, headphones, .sourceActivated), .route(laptop, headphones, .sourceActivated),
+        ])
+        #expect(h.last.releases == [DeviceRelease(source: phone, epoch: 500)], "paused off it: the phone is let go")
+        let pause = try #require(h.log.last { $0.action == .pause })
+        h.source(phone, .idle)
+        h.engine.sourceReported(
+            SourceReport(activity: .idle, lastCommandSequence: pause.sequence, lastCommandEpoch: pause.epoch),
+            from: phone, at: h.now)
+        #expect(h.source(laptop, .idle) == [.release(laptop, headphones, .interruptionEnded)])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .ifFree)])
+        return h
+    }
+
+    @Test func whatACallDisplacedComesBackOnceTheSlotHoldsItAgain() throws {
+        var h = try callEndsAfterDisplacingASharedDevice()
+        #expect(h.shared(.claimed(phone, epoch: 600)) == [
+            .route(phone, headphones, .interruptionEnded), .resume(phone, headphones, .interruptionEnded),
+        ])
+        #expect(h.last.commands.allSatisfy { $0.epoch == 600 })
+    }
+
+    @Test func whatACallDisplacedStaysWhereAnotherSlotTookIt() throws {
+        var h = try callEndsAfterDisplacingASharedDevice()
+        #expect(h.shared(.claimRefused(phone, holderEpoch: 650)) == [])
+        #expect(h.engine.routedSource(for: headphones) == nil)
+    }
 }

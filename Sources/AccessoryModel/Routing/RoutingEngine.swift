@@ -342,18 +342,22 @@ public struct RoutingEngine: Sendable {
         var output = RoutingOutput()
         let wasShared = sharing.shared.contains(source)
         sharing.unconfirmed.remove(source)
-        guard let slot = table.kept(source), !table.sources[slot].listedBy.isEmpty else {
-            sharing.shared.remove(source)
-            releaseUnrouted(into: &output)
-            output.nextDeadline = nextDeadline
-            return output
-        }
         if isShared {
             sharing.shared.insert(source)
-            if !wasShared {
+        } else {
+            sharing.shared.remove(source)
+            sharing.forgetHolderElsewhere(source)
+        }
+        // Kept or not (an accessory that does not take part may list it), the device's sharing is known from here.
+        if let slot = table.kept(source) {
+            if wasShared != isShared {
                 for accessory in table.listings(of: slot) { tellWorn(table.accessories[accessory].view.id, into: &output) }
             }
-            if var pending = sharing.pending[source], !pending.claimed {
+            if !isShared {
+                if let pending = sharing.pending.removeValue(forKey: source) {
+                    decideAgain(pending, for: slot, at: now, into: &output)
+                }
+            } else if var pending = sharing.pending[source], !pending.claimed {
                 pending.claimed = true
                 sharing.pending[source] = pending
                 output.claims.append(DeviceClaim(source: source, accessory: pending.accessory, kind: pending.rule.claim))
@@ -363,13 +367,6 @@ public struct RoutingEngine: Sendable {
                 let id = table.accessories[accessory].view.id
                 sharing.pending[source] = .init(accessory: id, rule: .keep, claimed: true)
                 output.claims.append(DeviceClaim(source: source, accessory: id, kind: .ifFree))
-            }
-        } else {
-            sharing.shared.remove(source)
-            for accessory in table.listings(of: slot) { tellWorn(table.accessories[accessory].view.id, into: &output) }
-            sharing.forgetHolderElsewhere(source)
-            if let pending = sharing.pending.removeValue(forKey: source) {
-                decideAgain(pending, for: slot, at: now, into: &output)
             }
         }
         releaseUnrouted(into: &output)
@@ -402,8 +399,12 @@ public struct RoutingEngine: Sendable {
         sharing.holdElsewhere(source, at: holderEpoch)
         if let slot = table.kept(source) {
             dropRoute(of: slot, into: &output)
-            if let pending = sharing.pending.removeValue(forKey: source), pending.rule != .activated,
-                pending.rule != .keep, let accessory = table.kept(pending.accessory),
+            let pending = sharing.pending.removeValue(forKey: source)
+            if case .interruption(let caller)? = pending?.rule, let accessory = table.kept(pending!.accessory) {
+                // Another slot has it: what else the calls displaced may come back.
+                endInterruption(on: accessory, by: caller, at: now, into: &output)
+            } else if let pending, pending.rule == .putOn || pending.rule.isCandidate,
+                let accessory = table.kept(pending.accessory),
                 table.accessories[accessory].view.isWorn, table.accessories[accessory].routedSource == nil,
                 let other = bestCandidate(of: accessory, at: now, where: isFree),
                 mayRoute(other, to: accessory, for: .candidate(.sourceActivated), into: &output)
@@ -705,6 +706,12 @@ public struct RoutingEngine: Sendable {
             guard let source = table.kept(entry.displaced), canResume(entry, source, on: accessory, at: now) else {
                 continue
             }
+            if sharing.needsClaim(entry.displaced) {
+                // A shared device comes back once this slot holds it again: the answer runs this again.
+                interruptions[id] = stack + [entry]
+                _ = mayRoute(source, to: accessory, for: .interruption(by: caller), into: &output)
+                return true
+            }
             if !stack.isEmpty { interruptions[id] = stack }
             route(source, to: accessory, reason: .interruptionEnded, at: now, into: &output)
             issue(.resume, to: source, accessory: id, reason: .interruptionEnded, at: now, into: &output)
@@ -718,8 +725,8 @@ public struct RoutingEngine: Sendable {
         entry.resumable && now <= entry.at.advanced(byMilliseconds: interruptionWindow)
             && table.accessories[accessory].view.sources.contains(entry.displaced)
             && table.sources[source].routedAccessory == nil
-            // A shared device this slot does not hold is not brought back (docs/scale-out.md, "Not done").
-            && !sharing.needsClaim(entry.displaced) && !sharing.isHeldElsewhere(entry.displaced)
+            // A shared device another slot took is routed elsewhere.
+            && !sharing.isHeldElsewhere(entry.displaced)
             && (entry.activity != .call || table.sources[source].activity == .call)
     }
 
@@ -804,6 +811,10 @@ public struct RoutingEngine: Sendable {
         switch pending.rule {
         case .keep:
             return
+        case .interruption(let caller):
+            if let accessory = table.kept(pending.accessory) {
+                endInterruption(on: accessory, by: caller, at: now, into: &output)
+            }
         case .activated:
             if table.sources[source].activity.isActive, table.sources[source].routedAccessory == nil {
                 activate(source, at: now, into: &output)

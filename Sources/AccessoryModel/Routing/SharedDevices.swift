@@ -70,15 +70,21 @@ struct SharedDevices: Sendable {
         case activated
         /// Rules 6, 7 and 12 for a worn, free accessory: the device is its best candidate, routed for this reason.
         case candidate(SwitchCommand.Reason)
+        /// Rule 11: the call by `by` ended, and the device it displaced comes back to the accessory.
+        case interruption(by: BluetoothAddress)
         /// The slot routes the device already (it did before the device was shared, or restored that route).
         case keep
+
+        var isCandidate: Bool {
+            if case .candidate = self { true } else { false }
+        }
 
         /// What its claim may take.
         var claim: DeviceClaim.Kind {
             switch self {
             case .putOn: .takeOver
             case .activated: .mostRecentlyWorn
-            case .candidate, .keep: .ifFree
+            case .candidate, .interruption, .keep: .ifFree
             }
         }
     }
