@@ -57,6 +57,24 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     private var announcing: (since: ContinuousClock.Instant, accessories: Int)?
     /// In a cluster, where the slot's shared devices are settled with etcd (docs/scale-out.md).
     private let sharedDevices: SharedDeviceLink?
+    /// In a cluster, the devices the slot lists now whose listing etcd has not confirmed yet. Until it has, nothing
+    /// the slot would do next goes out: whoever takes the slot over reads its listings from the retained states, and
+    /// must find them in etcd too (or two slots could route a device each thinks its own).
+    private var awaitedListings: Set<BluetoothAddress> = []
+    /// What waits for them, in the order it came: the rest of the actions being run (decided already), then what is
+    /// decided only when it is its turn (messages, etcd's news, publishing resumed), so that what goes out is in the
+    /// order it was decided.
+    private var deferred: [Deferred] = []
+
+    private enum Deferred {
+        case actions([BridgeAction], Request?)
+        case message(MQTTMessage)
+        case sharedDevice(SharedDeviceEvent)
+        case publishingResumed
+    }
+
+    /// Whether what comes now must wait behind what waits for etcd.
+    private var waiting: Bool { !awaitedListings.isEmpty || !deferred.isEmpty }
 
     /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
@@ -146,6 +164,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     public func timeUntilWake() -> Duration? {
         if sharedDevices?.hasEvents == true { return .zero }
+        // Waiting for etcd: the link's post wakes the thread.
+        if waiting { return nil }
         // Home automation's announcements go a slice per turn of the network loop, between the messages it reads;
         // while the client's queue holds many, they wait for it to go down.
         if homeAutomation?.isAnnouncing == true {
@@ -163,7 +183,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     public func wake() {
         owner.check()
         takeSharedDeviceEvents()
-        tick()
+        // Deadlines decide too: they wait with the rest while etcd has not confirmed a listing.
+        if !waiting { tick() }
         if let next = nextHousekeeping, let interval = housekeepingInterval, clock.now >= next {
             nextHousekeeping = clock.now + interval
             housekeeping()
@@ -224,6 +245,16 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// Handles one inbound message.
     public func handle(_ message: MQTTMessage) {
         owner.check()
+        // What etcd said about shared devices comes first: a message must meet the routes as they stand.
+        takeSharedDeviceEvents()
+        guard !waiting else {
+            deferred.append(.message(message))
+            return
+        }
+        process(message)
+    }
+
+    private func process(_ message: MQTTMessage) {
         let receivedAt = ContinuousClock.now
         self.receivedAt = receivedAt
         heapTrimmer.busy()
@@ -231,8 +262,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             self.receivedAt = nil
             metrics.handling.recordNanoseconds((ContinuousClock.now - receivedAt).nanoseconds)
         }
-        // What etcd said about shared devices comes first: a message must meet the routes as they stand.
-        takeSharedDeviceEvents()
         if homeAutomation?.isHomeAssistantStatus(message.topic) == true {
             // Home Assistant (re)started ("online"): it needs every device again.
             let (accessories, hubs) = (core.accessoryIDs, core.hubsOnline)
@@ -354,7 +383,34 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     public func takeSharedDeviceEvents() {
         guard let events = sharedDevices?.take(), !events.isEmpty else { return }
         for event in events {
-            run(core.sharedDevice(event, at: clock.now), replyingTo: nil)
+            // The answer to a listing ends the wait for it; the event itself takes its turn.
+            if case .listed(let source, _) = event { awaitedListings.remove(source) }
+            if waiting {
+                deferred.append(.sharedDevice(event))
+            } else {
+                run(core.sharedDevice(event, at: clock.now), replyingTo: nil)
+            }
+        }
+        replayDeferred()
+    }
+
+    /// Once etcd confirmed every listing, runs what waited for it, in order; stops again at a new listing (what that
+    /// one holds back comes before what still waits).
+    private func replayDeferred() {
+        guard awaitedListings.isEmpty, !deferred.isEmpty else { return }
+        var queue = deferred[...]
+        deferred = []
+        while let next = queue.popFirst() {
+            switch next {
+            case .actions(let actions, let request): run(actions, replyingTo: request)
+            case .message(let message): process(message)
+            case .sharedDevice(let event): run(core.sharedDevice(event, at: clock.now), replyingTo: nil)
+            case .publishingResumed: resumePublishing()
+            }
+            if !awaitedListings.isEmpty {
+                deferred += queue
+                return
+            }
         }
     }
 
@@ -479,6 +535,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// a time until the client's queue refuses one (its draining resumes the rest), so that what waits is bounded by
     /// that queue, not by the fleet.
     private func resumePublishing() {
+        guard !waiting else {
+            deferred.append(.publishingResumed)
+            return
+        }
         while run(core.publishingResumed(at: clock.now, statesAtMost: 1_000), replyingTo: nil),
             core.hasUnpublishedStates
         {}
@@ -489,7 +549,12 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     @discardableResult
     private func run(_ actions: [BridgeAction], replyingTo request: Request?) -> Bool {
         var allSent = true
-        for action in actions {
+        for (index, action) in actions.enumerated() {
+            if !awaitedListings.isEmpty, !action.changesListing {
+                // Held back until etcd has the listings (see awaitedListings).
+                deferred.append(.actions(Array(actions[index...]), request))
+                return allSent
+            }
             let sent: Bool
             switch action {
             case .sendCommand(let command):
@@ -535,7 +600,10 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
                 sent = outbox.publishRebirthRequest(rebirth)
             case .watchSource(let source):
                 sent = watch(source, true)
-                sharedDevices?.send(.listed(source))
+                if let sharedDevices {
+                    awaitedListings.insert(source)
+                    sharedDevices.send(.listed(source))
+                }
             case .unwatchSource(let source):
                 sent = watch(source, false)
                 sharedDevices?.send(.unlisted(source))
@@ -639,6 +707,16 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .malformedProtobuf: .protobuf
         case .malformedJSON: .json
         case .invalidValue: .value
+        }
+    }
+}
+
+extension BridgeAction {
+    /// Whether it starts or ends a listing of a playing device (what a slot runs even while it waits for etcd).
+    fileprivate var changesListing: Bool {
+        switch self {
+        case .watchSource, .unwatchSource: true
+        default: false
         }
     }
 }

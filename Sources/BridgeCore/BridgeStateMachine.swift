@@ -240,7 +240,8 @@ public struct BridgeStateMachine: Sendable {
     /// of the decisions that waited for it, and the states of the accessories whose route moved.
     public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> [BridgeAction] {
         switch event {
-        case .shared(let source, _), .heldElsewhere(let source, _), .releasedElsewhere(let source):
+        case .shared(let source, _), .listed(let source, _), .heldElsewhere(let source, _),
+            .releasedElsewhere(let source):
             // News of a device the slot no longer lists is about a listing that ended: nothing to keep. (What the
             // slot claimed is still answered: a device it holds is let go.)
             if listed?.contains(source) == false { return [] }

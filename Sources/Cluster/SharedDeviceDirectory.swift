@@ -94,17 +94,15 @@ public struct SharedDeviceDirectory: Sendable {
 
     // MARK: - The slots' own requests
 
-    /// Slot `slot` lists `device` now: its lister key holds `listers` as of `revision`. The slot hears whether the
-    /// device is shared (as of that revision, or what the watch said since), and other slots here what changed.
+    /// Slot `slot` lists `device` now: its lister key holds `listers` as of `revision`. The slot hears that etcd has
+    /// its listing, and whether the device is shared (as of that revision, or what the watch said since); other slots
+    /// here, what changed.
     public mutating func listed(_ device: BluetoothAddress, by slot: Int, listers: Set<Int>, at revision: UInt64)
         -> [Notice]
     {
-        var notices = listersChanged(device, to: listers, at: revision)
+        let notices = listersChanged(device, to: listers, at: revision)
         let shared = devices[device]?.listers.contains(slot) ?? false
-        if !notices.contains(Notice(slot: slot, .shared(device, shared))) {
-            notices.append(Notice(slot: slot, .shared(device, shared)))
-        }
-        return notices
+        return notices.filter { $0 != Notice(slot: slot, .shared(device, shared)) } + [Notice(slot: slot, .listed(device, shared: shared))]
     }
 
     /// Slot `slot` holds `device` now: `holder` at `revision`. When the watch saw a newer holder first, the claim

@@ -55,8 +55,11 @@ import Testing
 
     @Test func aListingAlwaysAnswersTheSlotThatAsked() {
         var d = directory(serving: [3, 7])
-        #expect(d.listed(phone, by: 3, listers: [3], at: 5) == [N(slot: 3, .shared(phone, false))])
-        #expect(d.listed(phone, by: 7, listers: [3, 7], at: 6) == [N(slot: 3, .shared(phone, true)), N(slot: 7, .shared(phone, true))])
+        #expect(d.listed(phone, by: 3, listers: [3], at: 5) == [N(slot: 3, .listed(phone, shared: false))])
+        #expect(d.listed(phone, by: 7, listers: [3, 7], at: 6) == [N(slot: 3, .shared(phone, true)), N(slot: 7, .listed(phone, shared: true))])
+        // An answer older than what the watch said since: the slot hears the newer.
+        _ = d.listersChanged(phone, to: nil, at: 9)
+        #expect(d.listed(phone, by: 3, listers: [3, 7], at: 8) == [N(slot: 3, .listed(phone, shared: false))])
     }
 
     @Test func aSlotStartedHereHearsItsSharedDevicesAndTheirHolders() {

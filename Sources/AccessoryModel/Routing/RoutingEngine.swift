@@ -312,7 +312,8 @@ public struct RoutingEngine: Sendable {
     /// What etcd said about a shared device (see the transitions below).
     public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> RoutingOutput {
         switch event {
-        case .shared(let source, let isShared): deviceShared(source, isShared, at: now)
+        case .shared(let source, let isShared), .listed(let source, let isShared):
+            deviceShared(source, isShared, at: now)
         case .claimed(let source, let epoch): deviceClaimed(source, epoch: epoch, at: now)
         case .claimRefused(let source, let holderEpoch): deviceClaimRefused(source, holderEpoch: holderEpoch, at: now)
         case .claimWithdrawn(let source): deviceClaimWithdrawn(source, at: now)

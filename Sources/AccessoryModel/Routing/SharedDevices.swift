@@ -163,6 +163,8 @@ struct SharedDevices: Sendable {
 public enum SharedDeviceEvent: Hashable, Sendable {
     /// Whether accessories of another slot list the device too.
     case shared(BluetoothAddress, Bool)
+    /// The answer to this slot's listing of the device: etcd has it now, and says whether another slot lists it too.
+    case listed(BluetoothAddress, shared: Bool)
     /// This slot's claim won: it holds the device, at this epoch (the holder key's revision).
     case claimed(BluetoothAddress, epoch: UInt64)
     /// This slot's claim lost to the holder of this epoch.
