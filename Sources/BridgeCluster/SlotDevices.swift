@@ -149,7 +149,7 @@ final class SlotDevices: Sendable {
         mutating func claim(_ claim: DeviceClaim) async {
             let key = keys.holder(claim.source)
             let wornKey = keys.worn(claim.source, by: claim.accessory)
-            let putOn = worn[wornKey] ?? 0
+            let wornRevision = worn[wornKey] ?? 0
             while !Task.isCancelled {
                 if claim.kind == .mostRecentlyWorn {
                     let prefix = keys.wornListings(claim.source)
@@ -171,7 +171,7 @@ final class SlotDevices: Sendable {
                     let refused =
                         switch claim.kind {
                         case .takeOver: false
-                        case .mostRecentlyWorn: holder.slot != slot && holder.putOnRevision >= putOn
+                        case .mostRecentlyWorn: holder.slot != slot && holder.wornRevision >= wornRevision
                         case .ifFree: holder.slot != slot
                         }
                     if refused {
@@ -179,7 +179,7 @@ final class SlotDevices: Sendable {
                         return
                     }
                 }
-                let mine = DeviceHolder(slot: slot, putOnRevision: putOn, accessory: claim.accessory.rawValue)
+                let mine = DeviceHolder(slot: slot, wornRevision: wornRevision, accessory: claim.accessory.rawValue)
                 let transaction = CoordinationTransaction(
                     conditions: [.init(key: key, modRevision: current?.modRevision ?? 0)],
                     puts: [.init(key: key, value: mine.description, lease: lease)])

@@ -7,7 +7,7 @@ import Testing
 @Suite struct SharedDeviceDirectoryTests {
     typealias N = SharedDeviceDirectory.Notice
     let phone = BluetoothAddress("12:34:56:78:9A:BC")!
-    let holder7 = DeviceHolder(slot: 7, putOnRevision: 40, accessory: "earbuds")
+    let holder7 = DeviceHolder(slot: 7, wornRevision: 40, accessory: "earbuds")
 
     func directory(serving slots: [Int]) -> SharedDeviceDirectory {
         var directory = SharedDeviceDirectory()
@@ -34,7 +34,7 @@ import Testing
     @Test func aClaimsAnswerOlderThanTheWatchIsAsGoodAsRefused() {
         var d = directory(serving: [3])
         _ = d.listersChanged(phone, to: [3, 7], at: 10)
-        let mine = DeviceHolder(slot: 3, putOnRevision: 12, accessory: "headphones")
+        let mine = DeviceHolder(slot: 3, wornRevision: 12, accessory: "headphones")
         // The watch saw slot 7 take the phone (revision 25) before slot 3's answer (revision 21) arrived.
         _ = d.holderChanged(phone, to: holder7, at: 25)
         #expect(d.claimed(phone, by: 3, holder: mine, at: 21) == [N(slot: 3, .claimRefused(phone, holderEpoch: 25))])

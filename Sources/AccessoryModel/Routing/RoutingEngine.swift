@@ -309,17 +309,22 @@ public struct RoutingEngine: Sendable {
 
     // MARK: - Shared devices (a cluster)
 
-    /// What etcd said about a shared device (see the transitions below).
+    /// What etcd said about a shared device (each case below); then a device held and no longer routed is let go.
     public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> RoutingOutput {
+        var output = RoutingOutput()
         switch event {
         case .shared(let source, let isShared), .listed(let source, let isShared):
-            deviceShared(source, isShared, at: now)
-        case .claimed(let source, let epoch): deviceClaimed(source, epoch: epoch, at: now)
-        case .claimRefused(let source, let holderEpoch): deviceClaimRefused(source, holderEpoch: holderEpoch, at: now)
-        case .claimWithdrawn(let source): deviceClaimWithdrawn(source, at: now)
-        case .heldElsewhere(let source, let epoch): deviceHeldElsewhere(source, epoch: epoch, at: now)
-        case .releasedElsewhere(let source): deviceReleasedElsewhere(source, at: now)
+            deviceShared(source, isShared, at: now, into: &output)
+        case .claimed(let source, let epoch): deviceClaimed(source, epoch: epoch, at: now, into: &output)
+        case .claimRefused(let source, let holderEpoch):
+            deviceClaimRefused(source, holderEpoch: holderEpoch, at: now, into: &output)
+        case .claimWithdrawn(let source): sharing.pending[source] = nil
+        case .heldElsewhere(let source, let epoch): deviceHeldElsewhere(source, epoch: epoch, into: &output)
+        case .releasedElsewhere(let source): sharing.forgetHolderElsewhere(source)
         }
+        releaseUnrouted(into: &output)
+        output.nextDeadline = nextDeadline
+        return output
     }
 
     /// An accessory of this slot lists `source` now, and none did: until the shell confirms whether another slot
@@ -339,8 +344,9 @@ public struct RoutingEngine: Sendable {
     /// Whether accessories of another slot list `source` too (etcd's lister keys; docs/scale-out.md). Shared, a device
     /// this slot routes is claimed for the route it has, and the worn accessories listing it have their put-ons
     /// ordered; no longer shared, what waited for it runs, and a device held is let go.
-    public mutating func deviceShared(_ source: BluetoothAddress, _ isShared: Bool, at now: Timestamp) -> RoutingOutput {
-        var output = RoutingOutput()
+    private mutating func deviceShared(
+        _ source: BluetoothAddress, _ isShared: Bool, at now: Timestamp, into output: inout RoutingOutput
+    ) {
         let wasShared = sharing.shared.contains(source)
         sharing.unconfirmed.remove(source)
         if isShared {
@@ -370,33 +376,25 @@ public struct RoutingEngine: Sendable {
                 output.claims.append(DeviceClaim(source: source, accessory: id, kind: .ifFree))
             }
         }
-        releaseUnrouted(into: &output)
-        output.nextDeadline = nextDeadline
-        return output
     }
 
     /// This slot holds `source` now, at `epoch` (the holder key's revision): the decision that waited for it runs
     /// again, and its commands carry that epoch.
-    public mutating func deviceClaimed(_ source: BluetoothAddress, epoch revision: UInt64, at now: Timestamp)
-        -> RoutingOutput
-    {
-        var output = RoutingOutput()
+    private mutating func deviceClaimed(
+        _ source: BluetoothAddress, epoch revision: UInt64, at now: Timestamp, into output: inout RoutingOutput
+    ) {
         sharing.holdHere(source, at: revision)
         if let pending = sharing.pending.removeValue(forKey: source), let slot = table.kept(source) {
             decideAgain(pending, for: slot, at: now, into: &output)
         }
-        releaseUnrouted(into: &output)
-        output.nextDeadline = nextDeadline
-        return output
     }
 
     /// Another slot holds `source` (at `holderEpoch`), and this slot may not take it: nothing is sent for it. A route
     /// the slot had is let go without a command (the holder's commands move the device); an accessory that waited for
     /// it gets its best other free candidate.
-    public mutating func deviceClaimRefused(_ source: BluetoothAddress, holderEpoch: UInt64, at now: Timestamp)
-        -> RoutingOutput
-    {
-        var output = RoutingOutput()
+    private mutating func deviceClaimRefused(
+        _ source: BluetoothAddress, holderEpoch: UInt64, at now: Timestamp, into output: inout RoutingOutput
+    ) {
         sharing.holdElsewhere(source, at: holderEpoch)
         if let slot = table.kept(source) {
             dropRoute(of: slot, into: &output)
@@ -415,38 +413,16 @@ public struct RoutingEngine: Sendable {
         } else {
             sharing.pending[source] = nil
         }
-        releaseUnrouted(into: &output)
-        output.nextDeadline = nextDeadline
-        return output
-    }
-
-    /// This slot's rule 6 claim stood back for another slot's accessory, put on later: the decision is dropped.
-    public mutating func deviceClaimWithdrawn(_ source: BluetoothAddress, at now: Timestamp) -> RoutingOutput {
-        var output = RoutingOutput()
-        sharing.pending[source] = nil
-        releaseUnrouted(into: &output)
-        output.nextDeadline = nextDeadline
-        return output
     }
 
     /// Another slot took `source` (etcd's watch: its holder key names another slot now, at `epoch`). As in one
     /// bridge, where another accessory's put-on takes the device: this slot's accessory loses it, and nothing is
     /// sent (the new holder's commands move the device).
-    public mutating func deviceHeldElsewhere(_ source: BluetoothAddress, epoch revision: UInt64, at now: Timestamp)
-        -> RoutingOutput
-    {
-        var output = RoutingOutput()
+    private mutating func deviceHeldElsewhere(
+        _ source: BluetoothAddress, epoch revision: UInt64, into output: inout RoutingOutput
+    ) {
         sharing.holdElsewhere(source, at: revision)
         if let slot = table.kept(source) { dropRoute(of: slot, into: &output) }
-        output.nextDeadline = nextDeadline
-        return output
-    }
-
-    /// The slot that held `source` let it go: to this slot's rules it is unrouted again (rule 6 routes it when it
-    /// becomes active).
-    public mutating func deviceReleasedElsewhere(_ source: BluetoothAddress, at now: Timestamp) -> RoutingOutput {
-        sharing.forgetHolderElsewhere(source)
-        return RoutingOutput(nextDeadline: nextDeadline)
     }
 
     // MARK: - Restoring
