@@ -414,9 +414,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
     }
 
-    /// In a cluster, the shared devices this slot holds, with their epochs.
-    public var heldDevices: [BluetoothAddress: UInt64] { core.heldDevices }
-
     // MARK: - Time
 
     /// Runs what came due: diagnostics of accessories, the end of resume windows.

@@ -25,7 +25,12 @@ struct ClusterMetrics: Sendable {
     /// Claims of shared devices (docs/scale-out.md), by outcome (`claimed`, `refused`, `withdrawn`).
     let deviceClaims: [String: Counter]
 
-    static let calls = ["grant", "keepalive", "revoke", "register", "read", "claim", "release"]
+    /// The calls of membership and slots, then those about playing devices (a slot's listings, worn listings, and
+    /// shared devices' claims and releases).
+    static let calls = [
+        "grant", "keepalive", "revoke", "register", "read", "claim", "release", "lister", "worn", "device-claim",
+        "device-release",
+    ]
 
     static let histogramBuckets: [String: [Duration]] = [
         "accessory_bridge_cluster_etcd_round_trip_seconds": [

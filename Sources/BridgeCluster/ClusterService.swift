@@ -354,7 +354,7 @@ public final class ClusterService: Service {
                 // already waits in it for the processor.
                 let devices = SlotDevices(
                     slot: slot, store: store, keys: keys, lease: machine.lease ?? 0, logger: service.logger,
-                    report: { post.yield(.deviceAnswer($0, $1)) })
+                    metrics: service.metrics, report: { post.yield(.deviceAnswer($0, $1)) })
                 let link = SharedDeviceLink(send: { devices.send($0) })
                 links[slot] = SlotLink(link: link, devices: devices)
                 link.post(directory.slotStarted(slot).map(\.event))

@@ -30,7 +30,7 @@ final class SlotDevices: Sendable {
     private let worker: Task<[BluetoothAddress: UInt64], Never>
 
     init(
-        slot: Int, store: any CoordinationStore, keys: ClusterKeys, lease: Int64, logger: Logger,
+        slot: Int, store: any CoordinationStore, keys: ClusterKeys, lease: Int64, logger: Logger, metrics: ClusterMetrics,
         report: @escaping @Sendable (Int, Answer) -> Void
     ) {
         self.slot = slot
@@ -42,7 +42,8 @@ final class SlotDevices: Sendable {
         self.logger = logger
         let (stream, requests) = AsyncStream<SharedDeviceLink.Request>.makeStream()
         self.requests = requests
-        var state = State(slot: slot, store: store, keys: keys, lease: lease, logger: logger, report: report)
+        var state = State(slot: slot, store: store, keys: keys, lease: lease, logger: logger, metrics: metrics,
+            report: report)
         worker = Task {
             for await request in stream {
                 await state.run(request)
@@ -88,6 +89,7 @@ final class SlotDevices: Sendable {
         let keys: ClusterKeys
         let lease: Int64
         let logger: Logger
+        let metrics: ClusterMetrics
         let report: @Sendable (Int, Answer) -> Void
         var worn: [String: UInt64] = [:]
         var held: [BluetoothAddress: UInt64] = [:]
@@ -153,7 +155,7 @@ final class SlotDevices: Sendable {
             while !Task.isCancelled {
                 if claim.kind == .mostRecentlyWorn {
                     let prefix = keys.wornListings(claim.source)
-                    guard let listings = await attempt("claim", { [store] in try await store.read(prefix: prefix) }) else {
+                    guard let listings = await attempt("device-claim", { [store] in try await store.read(prefix: prefix) }) else {
                         return
                     }
                     if let latest = listings.entries.max(by: { $0.modRevision < $1.modRevision }), latest.key != wornKey {
@@ -161,7 +163,7 @@ final class SlotDevices: Sendable {
                         return
                     }
                 }
-                guard let current = await attempt("claim", { [store] in try await store.get(key) }) else { return }
+                guard let current = await attempt("device-claim", { [store] in try await store.get(key) }) else { return }
                 if let current, let holder = DeviceHolder(parsing: current.value) {
                     if holder.slot == slot, holder.accessory == claim.accessory.rawValue {
                         held[claim.source] = current.modRevision
@@ -183,7 +185,7 @@ final class SlotDevices: Sendable {
                 let transaction = CoordinationTransaction(
                     conditions: [.init(key: key, modRevision: current?.modRevision ?? 0)],
                     puts: [.init(key: key, value: mine.description, lease: lease)])
-                guard let committed = await attempt("claim", { [store] in try await store.commit(transaction) }) else { return }
+                guard let committed = await attempt("device-claim", { [store] in try await store.commit(transaction) }) else { return }
                 if let revision = committed {
                     held[claim.source] = revision
                     logger.info(
@@ -200,7 +202,7 @@ final class SlotDevices: Sendable {
             held[device] = nil
             let transaction = CoordinationTransaction(
                 conditions: [.init(key: keys.holder(device), modRevision: epoch)], deletes: [keys.holder(device)])
-            _ = await attempt("release-device", { [store] in try await store.commit(transaction) }, tries: 3)
+            _ = await attempt("device-release", { [store] in try await store.commit(transaction) }, tries: 3)
         }
 
         /// Runs an etcd call until it answers (pausing between tries), at most `tries` times; `nil` if it never did
@@ -210,9 +212,13 @@ final class SlotDevices: Sendable {
         ) async -> T? {
             var delay = Duration.milliseconds(100)
             for _ in 0..<tries {
+                let started = ContinuousClock.now
                 do {
-                    return try await body()
+                    let result = try await body()
+                    metrics.etcdRoundTrip[call]?.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+                    return result
                 } catch {
+                    metrics.etcdFailures[call]?.increment()
                     logger.warning("an etcd call about a shared device failed", metadata: ["call": "\(call)", "error": "\(error)"])
                 }
                 guard (try? await Task.sleep(for: delay)) != nil else { return nil }

@@ -255,9 +255,6 @@ public struct BridgeStateMachine: Sendable {
         return actions
     }
 
-    /// In a cluster, the shared devices this slot holds, with their epochs.
-    public var heldDevices: [BluetoothAddress: UInt64] { routing.heldDevices }
-
     /// Lets time pass: raises the diagnostics that came due and closes resume windows.
     public mutating func tick(at now: Timestamp) -> [BridgeAction] {
         var actions: [BridgeAction] = []

@@ -39,11 +39,6 @@ public struct SharedDeviceDirectory: Sendable {
         return (holder, entry.holderRevision)
     }
 
-    /// The slots that list `device`, when it is shared.
-    public func listers(of device: BluetoothAddress) -> Set<Int> {
-        devices[device]?.listers ?? []
-    }
-
     // MARK: - etcd's watch
 
     /// The `shared` key of `device` was written (`listers`: two slots or more) or deleted (`nil`) at `revision`.

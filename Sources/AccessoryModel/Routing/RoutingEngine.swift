@@ -813,7 +813,8 @@ public struct RoutingEngine: Sendable {
 
     /// Tells the shell which shared devices accessory `id` lists while worn, as it changed (``WornListing``).
     private mutating func tellWorn(_ id: AccessoryID, into output: inout RoutingOutput) {
-        guard !sharing.shared.isEmpty || sharing.worn[id] != nil else { return }
+        // A single bridge, and a slot sharing nothing: no look-up per change.
+        guard !sharing.shared.isEmpty || !sharing.worn.isEmpty else { return }
         var now = Set<BluetoothAddress>()
         if let slot = table.kept(id), table.accessories[slot].view.isWorn {
             now = Set(table.accessories[slot].view.sources.filter(sharing.shared.contains))

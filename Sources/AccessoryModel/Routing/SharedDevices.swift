@@ -112,14 +112,9 @@ struct SharedDevices: Sendable {
     /// which the device would drop (it compares the epoch first: ``CommandOrder``).
     var floors: [BluetoothAddress: UInt64] = [:]
 
-    /// Whether `source` is shared, or may be (not confirmed yet).
-    func mayBeShared(_ source: BluetoothAddress) -> Bool {
-        shared.contains(source) || unconfirmed.contains(source)
-    }
-
-    /// Whether the slot must hold `source` before it routes it.
+    /// Whether the slot must hold `source` before it routes it: it is shared, or may be (not confirmed yet).
     func needsClaim(_ source: BluetoothAddress) -> Bool {
-        mayBeShared(source) && held[source] == nil
+        (shared.contains(source) || unconfirmed.contains(source)) && held[source] == nil
     }
 
     func isHeldElsewhere(_ source: BluetoothAddress) -> Bool {
@@ -129,6 +124,8 @@ struct SharedDevices: Sendable {
     /// The epoch of a command to `source`: the holder's revision while held here; else the slot's own, never below
     /// what a holder's commands carried.
     func epoch(of source: BluetoothAddress, slotEpoch: UInt64) -> UInt64 {
+        // A single bridge, and a slot that never shared a device: no look-up per command.
+        if floors.isEmpty { return slotEpoch }
         if let revision = held[source] { return revision }
         guard let floor = floors[source] else { return slotEpoch }
         return max(slotEpoch, floor)
