@@ -22,10 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-#define CONTENT_TYPE "application/protobuf"
-#define TOPIC_ROOT_MAX 200
-#define TOPIC_MAX (TOPIC_ROOT_MAX + 2 * AUDIOHUB_ID_MAX + 64)
-#define REQUEST_ID_MAX (AUDIOHUB_ID_MAX + 24)
 #define PAYLOAD_MAX (2 * AUDIOHUB_TEXT_MAX + 2 * AUDIOHUB_ID_MAX + 128)
 #define MAX_RESYNCS 3
 #define STOP_GRACE_MS 3000
@@ -33,145 +29,8 @@
 #define GOODBYE_WAIT_MS 2000
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* Types                                                                                                         */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-enum connection {
-    CONN_IDLE,          /* no connection wanted */
-    CONN_WAITING,       /* wanted; the next attempt at reconnect_at_ms */
-    CONN_CONNECTING,    /* socket and CONNECT under way */
-    CONN_SUBSCRIBING,   /* CONNACK received, SUBACK awaited */
-    CONN_READY,         /* subscribed: requests go out */
-    CONN_DISCONNECTING, /* audiohub_disconnect: the goodbye is being written */
-};
-
-struct accessory;
-
-/* One request. The head of its accessory's queue is in flight once started (sequence != 0). */
-struct request {
-    struct ah_timer timer; /* first: the deadline heap's handle (once started: when to send again) */
-    struct request *next;
-    struct accessory *accessory;
-    enum audiohub_operation operation;
-    bool rebirth; /* answers a rebirth request: filled from the cache when its turn comes; no callback */
-    audiohub_completion_cb callback;
-    void *context;
-
-    char *name;  /* pair */
-    char *model; /* pair */
-    unsigned capabilities; /* pair: hardware; register; update: the configuration's */
-    enum audiohub_placement placement;
-    struct audiohub_address primary;
-    struct audiohub_address secondary;
-
-    /* Once started: */
-    uint64_t sequence;
-    char request_id[REQUEST_ID_MAX];
-    uint8_t *payload;
-    size_t payload_length;
-    unsigned attempts;
-    unsigned resyncs;
-};
-
-struct accessory {
-    struct ah_entry entry; /* first: the table's link, and the accessory's id */
-    /* The cache: what succeeded. */
-    bool paired;
-    bool registered;
-    char *name;
-    char *model;
-    unsigned hardware_capabilities;
-    struct audiohub_configuration configuration;
-    /* Sequences: the last one used, once known. */
-    bool sequence_known;
-    uint64_t last_sequence;
-    /* The highest epoch of the results about it: those of an older owner are strays. */
-    uint64_t epoch;
-    /* Requests, oldest first. */
-    struct request *head;
-    struct request *tail;
-    size_t queued;
-    size_t rebirth_requests; /* of those, answering a rebirth */
-};
-
-struct audiohub {
-    pthread_mutex_t mutex;
-    struct mosquitto *mosq;
-    void *userdata;
-    char hub_id[AUDIOHUB_ID_MAX + 1];
-    char topic_root[TOPIC_ROOT_MAX + 1];
-    long slots;                               /* AUDIOHUB_OPT_SLOTS: 0 for a single bridge */
-    char hub_root[TOPIC_ROOT_MAX + 24];       /* the root of the hub's topics: topic_root, or its slot's */
-    char response_topic[TOPIC_MAX];
-    char rebirth_topic[TOPIC_MAX];
-    char status_topic[TOPIC_MAX];
-
-    /* Options. */
-    long timeout_ms;
-    long timeout_max_ms;
-    long max_attempts;
-    long queue_limit;
-    long reconnect_min_ms;
-    long reconnect_max_ms;
-    long keepalive_s;
-
-    /* Connection. */
-    char *host;
-    int port;
-    bool tls;
-    char *ca_file;
-    char *cert_file;
-    char *key_file;
-    bool configured;   /* audiohub_connect succeeded once: settings are fixed */
-    bool ever_started; /* mosquitto_connect_async ran once: later attempts reconnect */
-    enum connection connection;
-    int64_t reconnect_at_ms;
-    long reconnect_delay_ms;
-    int subscribe_mid;
-    int last_mosquitto_error;
-
-    /* Callbacks. */
-    audiohub_connect_cb on_connect;
-    audiohub_disconnect_cb on_disconnect;
-    audiohub_rebirth_cb on_rebirth;
-    audiohub_sequence_load_cb load_sequence;
-    audiohub_sequence_save_cb save_sequence;
-
-    /* Accessories by id. */
-    struct ah_table accessories;
-    /* The requests in flight, by deadline. */
-    struct ah_deadlines deadlines;
-
-    uint64_t request_number;
-
-    /* audiohub_disconnect: DISCONNECT waits for the acknowledgement of the offline status (libmosquitto 2.0 treats
-     * an acknowledgement that arrives after a requested DISCONNECT as a protocol error and drops the connection
-     * without sending it, so the broker would publish the will), or for the deadline. */
-    bool goodbye_pending;
-    int goodbye_mid;
-    int64_t goodbye_deadline_ms;
-    size_t counted; /* the caller's requests held, for the queue limit */
-    struct audiohub_stats stats;
-
-    /* The loop thread. */
-    pthread_t thread;
-    bool thread_running;
-    bool thread_stop;
-};
-
-/* A request to complete once the mutex is released. */
-struct completion {
-    struct request *request;
-    const struct audiohub_result *bridge_result; /* NULL: no answer (status says why) */
-    enum audiohub_err status;
-};
-
-/* ------------------------------------------------------------------------------------------------------------ */
 /* Small helpers                                                                                                 */
 /* ------------------------------------------------------------------------------------------------------------ */
-
-static void lock(struct audiohub *hub) { pthread_mutex_lock(&hub->mutex); }
-static void unlock(struct audiohub *hub) { pthread_mutex_unlock(&hub->mutex); }
 
 static char *duplicate_text(const char *text)
 {
