@@ -24,7 +24,6 @@
 
 #define PAYLOAD_MAX (2 * AUDIOHUB_TEXT_MAX + 2 * AUDIOHUB_ID_MAX + 128)
 #define MAX_RESYNCS 3
-#define STOP_GRACE_MS 3000
 /* How long a graceful disconnect waits for the broker to acknowledge the offline status before it says goodbye. */
 #define GOODBYE_WAIT_MS 2000
 
@@ -42,7 +41,7 @@ static char *duplicate_text(const char *text)
     return copy;
 }
 
-static bool replace_text(char **slot, const char *text)
+bool ah_replace_text(char **slot, const char *text)
 {
     char *copy = duplicate_text(text != NULL ? text : "");
     if (copy == NULL) {
@@ -83,16 +82,16 @@ static enum audiohub_err mosquitto_failure(struct audiohub *hub, int rc)
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /* The accessory `id`, if the hub knows it. */
-static struct accessory *find_accessory(struct audiohub *hub, const char *id)
+struct accessory *ah_find_accessory(struct audiohub *hub, const char *id)
 {
     /* The entry is an accessory's first member. */
     return (struct accessory *)ah_table_find(&hub->accessories, id);
 }
 
 /* The accessory `id` (valid), made when new; NULL when out of memory. */
-static struct accessory *accessory_for(struct audiohub *hub, const char *id)
+struct accessory *ah_accessory_for(struct audiohub *hub, const char *id)
 {
-    struct accessory *found = find_accessory(hub, id);
+    struct accessory *found = ah_find_accessory(hub, id);
     if (found != NULL) {
         return found;
     }
@@ -108,7 +107,7 @@ static struct accessory *accessory_for(struct audiohub *hub, const char *id)
     return a;
 }
 
-static void free_request(struct request *request)
+void ah_free_request(struct request *request)
 {
     if (request == NULL) {
         return;
@@ -119,7 +118,7 @@ static void free_request(struct request *request)
     free(request);
 }
 
-static struct request *new_request(enum audiohub_operation operation)
+struct request *ah_new_request(enum audiohub_operation operation)
 {
     struct request *request = calloc(1, sizeof *request);
     if (request != NULL) {
@@ -130,7 +129,7 @@ static struct request *new_request(enum audiohub_operation operation)
 }
 
 /* Takes `request` (the head of its accessory's queue) out of the queue and the heap. */
-static void detach_head(struct audiohub *hub, struct request *request)
+void ah_detach_head(struct audiohub *hub, struct request *request)
 {
     struct accessory *a = request->accessory;
     ah_deadlines_remove(&hub->deadlines, &request->timer);
@@ -149,77 +148,6 @@ static void detach_head(struct audiohub *hub, struct request *request)
 }
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* The cache                                                                                                     */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* What a successful request changes in the cache. */
-static void apply_to_cache(struct accessory *a, const struct request *request)
-{
-    switch (request->operation) {
-    case AUDIOHUB_OP_PAIR:
-        if (replace_text(&a->name, request->name) && replace_text(&a->model, request->model)) {
-            a->paired = true;
-        }
-        a->hardware_capabilities = request->capabilities;
-        /* Paired again while registered: the registration is invalidated until the next register. */
-        a->registered = false;
-        break;
-    case AUDIOHUB_OP_UNPAIR:
-        a->paired = false;
-        a->registered = false;
-        free(a->name);
-        free(a->model);
-        a->name = NULL;
-        a->model = NULL;
-        a->hardware_capabilities = 0;
-        memset(&a->configuration, 0, sizeof a->configuration);
-        break;
-    case AUDIOHUB_OP_REGISTER:
-        a->registered = true;
-        a->configuration.capabilities = request->capabilities;
-        if (!(request->capabilities & AUDIOHUB_CAP_PLACEMENT)) {
-            a->configuration.placement = AUDIOHUB_PLACEMENT_NONE;
-        }
-        break;
-    case AUDIOHUB_OP_UPDATE:
-        a->configuration.capabilities = request->capabilities;
-        a->configuration.placement = request->placement;
-        a->configuration.primary = request->primary;
-        a->configuration.secondary = request->secondary;
-        break;
-    case AUDIOHUB_OP_PLACEMENT:
-        a->configuration.placement = request->placement;
-        break;
-    case AUDIOHUB_OP_SOURCES:
-        a->configuration.primary = request->primary;
-        a->configuration.secondary = request->secondary;
-        break;
-    }
-}
-
-/* A hub that restarted knows nothing of an accessory it paired before: it takes the bridge's view from the first
- * result about it, so that it can answer a rebirth. */
-static void adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state)
-{
-    if (a->paired || state == NULL || strcmp(state->hub_id, hub->hub_id) != 0 ||
-        strcmp(state->accessory_id, a->entry.id) != 0) {
-        return;
-    }
-    if (state->registration != AUDIOHUB_REGISTRATION_PAIRED &&
-        state->registration != AUDIOHUB_REGISTRATION_REGISTERED &&
-        state->registration != AUDIOHUB_REGISTRATION_INVALIDATED) {
-        return;
-    }
-    if (!replace_text(&a->name, state->name) || !replace_text(&a->model, state->model)) {
-        return;
-    }
-    a->paired = true;
-    a->registered = state->registration == AUDIOHUB_REGISTRATION_REGISTERED;
-    a->hardware_capabilities = state->hardware_capabilities;
-    a->configuration = state->configuration;
-}
-
-/* ------------------------------------------------------------------------------------------------------------ */
 /* Sending                                                                                                       */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -233,7 +161,7 @@ static int64_t attempt_timeout_ms(const struct audiohub *hub, unsigned attempts)
 }
 
 /* Hands the request's PUBLISH to libmosquitto and sets its next deadline. */
-static void publish_request(struct audiohub *hub, struct request *request)
+void ah_publish_request(struct audiohub *hub, struct request *request)
 {
     char topic[TOPIC_MAX];
     snprintf(topic, sizeof topic, "%s/hubs/%s/accessories/%s/telemetry", hub->hub_root, hub->hub_id,
@@ -293,7 +221,7 @@ static uint64_t next_sequence(struct audiohub *hub, struct accessory *a)
 
 /* Gives `request` a (new) sequence and request id, and packs it. On failure (out of memory) the request is left as
  * it was; the sequence it took is skipped, which at worst makes the bridge ask for a rebirth. */
-static bool number_request(struct audiohub *hub, struct request *request)
+bool ah_number_request(struct audiohub *hub, struct request *request)
 {
     struct accessory *a = request->accessory;
     uint64_t sequence = next_sequence(hub, a);
@@ -331,10 +259,10 @@ static bool number_request(struct audiohub *hub, struct request *request)
 /* Fills the requests of a rebirth from the cache when the first (its pair) starts: pair, and register and update
  * when the accessory is registered (else they are marked with capabilities 0 and dropped when their turn comes).
  * Returns false when the cache cannot answer: the accessory was unpaired meanwhile. */
-static bool fill_rebirth(struct request *pair)
+bool ah_fill_rebirth(struct request *pair)
 {
     struct accessory *a = pair->accessory;
-    if (!a->paired || !replace_text(&pair->name, a->name) || !replace_text(&pair->model, a->model)) {
+    if (!a->paired || !ah_replace_text(&pair->name, a->name) || !ah_replace_text(&pair->model, a->model)) {
         return false;
     }
     pair->capabilities = a->hardware_capabilities;
@@ -351,32 +279,33 @@ static bool fill_rebirth(struct request *pair)
 
 /* Starts the head of `a`'s queue if it is not in flight yet (only while connected). A rebirth request with nothing
  * to say is dropped; a request that cannot be packed (out of memory) waits for the next connection. */
-static void start_head(struct audiohub *hub, struct accessory *a)
+void ah_start_head(struct audiohub *hub, struct accessory *a)
 {
     while (a->head != NULL && a->head->sequence == 0 && hub->connection == CONN_READY) {
         struct request *request = a->head;
         if (request->rebirth) {
-            bool wanted = request->operation == AUDIOHUB_OP_PAIR ? fill_rebirth(request) : request->capabilities != 0;
-            if (!wanted || !number_request(hub, request)) {
+            bool wanted =
+                request->operation == AUDIOHUB_OP_PAIR ? ah_fill_rebirth(request) : request->capabilities != 0;
+            if (!wanted || !ah_number_request(hub, request)) {
                 if (!wanted && request->operation == AUDIOHUB_OP_PAIR) {
                     /* The whole rebirth goes: its register and update follow. */
                     for (int i = 0; i < 2 && request->next != NULL && request->next->rebirth; i++) {
                         request->next->capabilities = 0;
                     }
                 }
-                detach_head(hub, request);
-                free_request(request);
+                ah_detach_head(hub, request);
+                ah_free_request(request);
                 continue;
             }
-        } else if (!number_request(hub, request)) {
+        } else if (!ah_number_request(hub, request)) {
             return;
         }
-        publish_request(hub, request);
+        ah_publish_request(hub, request);
     }
 }
 
 /* Appends a caller's request to its accessory's queue and starts it when possible. */
-static void enqueue(struct audiohub *hub, struct accessory *a, struct request *request)
+void ah_enqueue(struct audiohub *hub, struct accessory *a, struct request *request)
 {
     request->accessory = a;
     request->timer.index = AH_TIMER_IDLE;
@@ -391,12 +320,12 @@ static void enqueue(struct audiohub *hub, struct accessory *a, struct request *r
     hub->counted++;
     hub->stats.queued++;
     hub->stats.requests++;
-    start_head(hub, a);
+    ah_start_head(hub, a);
 }
 
 /* Queues a rebirth's pair, register and update right after the request in flight (or first, when none is), so that
  * the bridge is restored before the caller's later requests apply on top. */
-static void enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3])
+void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3])
 {
     for (int i = 0; i < 3; i++) {
         chain[i]->accessory = a;
@@ -419,11 +348,11 @@ static void enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct re
     a->rebirth_requests += 3;
     hub->stats.queued += 3;
     hub->stats.rebirth_requests += 3;
-    start_head(hub, a);
+    ah_start_head(hub, a);
 }
 
 /* Sends again every request in flight and starts every waiting one: a new connection. */
-static void send_everything(struct audiohub *hub)
+void ah_send_everything(struct audiohub *hub)
 {
     size_t bucket = 0;
     for (struct ah_entry *e = ah_table_next(&hub->accessories, &bucket, NULL); e != NULL;
@@ -433,9 +362,9 @@ static void send_everything(struct audiohub *hub)
             continue;
         }
         if (a->head->sequence != 0) {
-            publish_request(hub, a->head);
+            ah_publish_request(hub, a->head);
         } else {
-            start_head(hub, a);
+            ah_start_head(hub, a);
         }
     }
 }
@@ -445,8 +374,8 @@ static void send_everything(struct audiohub *hub)
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /* Calls the completion of `request` (mutex released) and frees it. */
-static void complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
-                     enum audiohub_err status)
+void ah_complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
+                 enum audiohub_err status)
 {
     if (!request->rebirth && request->callback != NULL) {
         struct audiohub_result result;
@@ -466,7 +395,7 @@ static void complete(struct audiohub *hub, struct request *request, const struct
         result.context = request->context;
         request->callback(hub, hub->userdata, &result);
     }
-    free_request(request);
+    ah_free_request(request);
 }
 
 /* The bridge's answer to the request in flight of `a` (mutex held). Returns the request to complete, or NULL when
@@ -488,21 +417,21 @@ static struct request *take_answer(struct audiohub *hub, struct accessory *a, co
         request->resyncs++;
         hub->stats.resyncs++;
         a->last_sequence = state->last_sequence;
-        if (number_request(hub, request)) {
+        if (ah_number_request(hub, request)) {
             request->attempts = 0;
-            publish_request(hub, request);
+            ah_publish_request(hub, request);
             return NULL;
         }
     }
-    detach_head(hub, request);
-    adopt_state(hub, a, state);
+    ah_detach_head(hub, request);
+    ah_adopt_state(hub, a, state);
     if (result->error == AUDIOHUB_KIT_NONE) {
-        apply_to_cache(a, request);
+        ah_apply_to_cache(a, request);
     }
     if (!request->rebirth) {
         hub->stats.completed++;
     }
-    start_head(hub, a);
+    ah_start_head(hub, a);
     return request;
 }
 
@@ -510,8 +439,8 @@ static struct request *take_answer(struct audiohub *hub, struct accessory *a, co
 /* libmosquitto's callbacks (inside mosquitto_loop, on the loop's thread, mutex not held)                        */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-static void handle_result(struct audiohub *hub, const struct mosquitto_message *message,
-                          const mosquitto_property *properties)
+void ah_handle_result(struct audiohub *hub, const struct mosquitto_message *message,
+                      const mosquitto_property *properties)
 {
     struct ah_decoded_result decoded;
     if (ah_decode_result(message->payload, (size_t)message->payloadlen, &decoded) != AUDIOHUB_ERR_SUCCESS) {
@@ -545,7 +474,7 @@ static void handle_result(struct audiohub *hub, const struct mosquitto_message *
     if (decoded.view.duplicate) {
         hub->stats.duplicates++;
     }
-    struct accessory *a = find_accessory(hub, accessory_id);
+    struct accessory *a = ah_find_accessory(hub, accessory_id);
     struct request *done = NULL;
     if (a != NULL) {
         done = take_answer(hub, a, &decoded.view);
@@ -555,12 +484,12 @@ static void handle_result(struct audiohub *hub, const struct mosquitto_message *
     unlock(hub);
 
     if (done != NULL) {
-        complete(hub, done, &decoded.view, AUDIOHUB_ERR_SUCCESS);
+        ah_complete(hub, done, &decoded.view, AUDIOHUB_ERR_SUCCESS);
     }
     ah_decoded_result_free(&decoded);
 }
 
-static void handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message)
+void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message)
 {
     char accessory_id[AUDIOHUB_ID_MAX + 1];
     uint64_t last = 0;
@@ -571,20 +500,20 @@ static void handle_rebirth(struct audiohub *hub, const struct mosquitto_message 
     }
     lock(hub);
     hub->stats.rebirths++;
-    struct accessory *a = find_accessory(hub, accessory_id);
+    struct accessory *a = ah_find_accessory(hub, accessory_id);
     bool answered = false;
     if (a != NULL && a->paired) {
         if (a->rebirth_requests > 0) {
             answered = true; /* already being answered */
         } else {
-            struct request *chain[3] = {new_request(AUDIOHUB_OP_PAIR), new_request(AUDIOHUB_OP_REGISTER),
-                                        new_request(AUDIOHUB_OP_UPDATE)};
+            struct request *chain[3] = {ah_new_request(AUDIOHUB_OP_PAIR), ah_new_request(AUDIOHUB_OP_REGISTER),
+                                        ah_new_request(AUDIOHUB_OP_UPDATE)};
             if (chain[0] != NULL && chain[1] != NULL && chain[2] != NULL) {
-                enqueue_rebirth(hub, a, chain);
+                ah_enqueue_rebirth(hub, a, chain);
                 answered = true;
             } else {
                 for (int i = 0; i < 3; i++) {
-                    free_request(chain[i]);
+                    ah_free_request(chain[i]);
                 }
             }
         }
@@ -596,15 +525,15 @@ static void handle_rebirth(struct audiohub *hub, const struct mosquitto_message 
     }
 }
 
-static void on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
-                       const mosquitto_property *properties)
+void ah_on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
+                   const mosquitto_property *properties)
 {
     (void)mosq;
     struct audiohub *hub = userdata;
     if (strcmp(message->topic, hub->response_topic) == 0) {
-        handle_result(hub, message, properties);
+        ah_handle_result(hub, message, properties);
     } else if (strcmp(message->topic, hub->rebirth_topic) == 0) {
-        handle_rebirth(hub, message);
+        ah_handle_rebirth(hub, message);
     }
 }
 
@@ -625,14 +554,14 @@ static int publish_status(struct audiohub *hub, bool online, int *mid)
 }
 
 /* Sends DISCONNECT now (with the hub's lock held). */
-static void say_goodbye(struct audiohub *hub)
+void ah_say_goodbye(struct audiohub *hub)
 {
     hub->goodbye_pending = false;
     int rc = mosquitto_disconnect_v5(hub->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL);
     hub->connection = rc == MOSQ_ERR_SUCCESS ? CONN_DISCONNECTING : CONN_IDLE;
 }
 
-static void on_publish(struct mosquitto *mosq, void *userdata, int mid, int rc, const mosquitto_property *props)
+void ah_on_publish(struct mosquitto *mosq, void *userdata, int mid, int rc, const mosquitto_property *props)
 {
     (void)mosq;
     (void)rc;
@@ -640,12 +569,12 @@ static void on_publish(struct mosquitto *mosq, void *userdata, int mid, int rc, 
     struct audiohub *hub = userdata;
     lock(hub);
     if (hub->goodbye_pending && mid == hub->goodbye_mid) {
-        say_goodbye(hub);
+        ah_say_goodbye(hub);
     }
     unlock(hub);
 }
 
-static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, const mosquitto_property *props)
+void ah_on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, const mosquitto_property *props)
 {
     (void)flags;
     (void)props;
@@ -653,7 +582,7 @@ static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags
     lock(hub);
     audiohub_connect_cb callback = NULL;
     if (rc != 0) {
-        /* Refused: libmosquitto closes the connection next, and on_disconnect schedules the next attempt. */
+        /* Refused: libmosquitto closes the connection next, and ah_on_disconnect schedules the next attempt. */
         callback = hub->on_connect;
     } else if (hub->connection == CONN_CONNECTING) {
         char *topics[2] = {hub->response_topic, hub->rebirth_topic};
@@ -672,8 +601,8 @@ static void on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags
     }
 }
 
-static void on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int count, const int *granted,
-                         const mosquitto_property *props)
+void ah_on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int count, const int *granted,
+                     const mosquitto_property *props)
 {
     (void)mosq;
     (void)props;
@@ -686,7 +615,7 @@ static void on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int co
         hub->connection = CONN_READY;
         hub->reconnect_delay_ms = hub->reconnect_min_ms;
         hub->stats.connections++;
-        send_everything(hub);
+        ah_send_everything(hub);
         callback = hub->on_connect;
     }
     unlock(hub);
@@ -696,7 +625,7 @@ static void on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int co
 }
 
 /* Schedules the next connection attempt (mutex held). */
-static void schedule_reconnect(struct audiohub *hub)
+void ah_schedule_reconnect(struct audiohub *hub)
 {
     hub->connection = CONN_WAITING;
     hub->reconnect_at_ms = ah_monotonic_ms() + hub->reconnect_delay_ms;
@@ -704,7 +633,7 @@ static void schedule_reconnect(struct audiohub *hub)
                                                                                    : hub->reconnect_max_ms;
 }
 
-static void on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosquitto_property *props)
+void ah_on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosquitto_property *props)
 {
     (void)mosq;
     (void)props;
@@ -719,7 +648,7 @@ static void on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const 
         if (rc != 0) {
             hub->last_mosquitto_error = rc;
         }
-        schedule_reconnect(hub);
+        ah_schedule_reconnect(hub);
     }
     audiohub_disconnect_cb callback = was_up ? hub->on_disconnect : NULL;
     unlock(hub);
@@ -777,7 +706,7 @@ static void set_topics(struct audiohub *hub, const char *token)
 }
 
 /* Builds the topics again after the root or the slots changed (mutex held). */
-static void reset_topics(struct audiohub *hub)
+void ah_reset_topics(struct audiohub *hub)
 {
     const char *token = strrchr(hub->response_topic, '/') + 1;
     char saved[20];
@@ -857,11 +786,11 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
         free(hub);
         return AUDIOHUB_ERR_MOSQUITTO;
     }
-    mosquitto_connect_v5_callback_set(hub->mosq, on_connect);
-    mosquitto_disconnect_v5_callback_set(hub->mosq, on_disconnect);
-    mosquitto_publish_v5_callback_set(hub->mosq, on_publish);
-    mosquitto_subscribe_v5_callback_set(hub->mosq, on_subscribe);
-    mosquitto_message_v5_callback_set(hub->mosq, on_message);
+    mosquitto_connect_v5_callback_set(hub->mosq, ah_on_connect);
+    mosquitto_disconnect_v5_callback_set(hub->mosq, ah_on_disconnect);
+    mosquitto_publish_v5_callback_set(hub->mosq, ah_on_publish);
+    mosquitto_subscribe_v5_callback_set(hub->mosq, ah_on_subscribe);
+    mosquitto_message_v5_callback_set(hub->mosq, ah_on_message);
     *out = hub;
     return AUDIOHUB_ERR_SUCCESS;
 }
@@ -883,8 +812,8 @@ void audiohub_destroy(struct audiohub *hub)
         struct accessory *a = (struct accessory *)e;
         while (a->head != NULL) {
             struct request *request = a->head;
-            detach_head(hub, request);
-            complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
+            ah_detach_head(hub, request);
+            ah_complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
         }
         free(a->name);
         free(a->model);
@@ -898,162 +827,6 @@ void audiohub_destroy(struct audiohub *hub)
     free(hub->key_file);
     pthread_mutex_destroy(&hub->mutex);
     free(hub);
-}
-
-enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option option, long value)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
-    lock(hub);
-    if (hub->configured) {
-        rc = AUDIOHUB_ERR_STATE;
-    } else {
-        switch (option) {
-        case AUDIOHUB_OPT_TIMEOUT_MS:
-            if (value >= 1 && value <= 86400000L) hub->timeout_ms = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_TIMEOUT_MAX_MS:
-            if (value >= 1 && value <= 86400000L) hub->timeout_max_ms = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_MAX_ATTEMPTS:
-            if (value >= 0 && value <= INT_MAX) hub->max_attempts = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_QUEUE_LIMIT:
-            if (value >= 1 && value <= 100000000L) hub->queue_limit = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_RECONNECT_MIN_MS:
-            if (value >= 1 && value <= 3600000L) hub->reconnect_min_ms = hub->reconnect_delay_ms = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_RECONNECT_MAX_MS:
-            if (value >= 1 && value <= 3600000L) hub->reconnect_max_ms = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_KEEPALIVE_S:
-            if (value >= 5 && value <= 65535) hub->keepalive_s = value;
-            else rc = AUDIOHUB_ERR_INVAL;
-            break;
-        case AUDIOHUB_OPT_SLOTS:
-            if (value >= 0 && value <= 4096) {
-                hub->slots = value;
-                reset_topics(hub);
-            } else {
-                rc = AUDIOHUB_ERR_INVAL;
-            }
-            break;
-        default:
-            rc = AUDIOHUB_ERR_INVAL;
-        }
-    }
-    unlock(hub);
-    return rc;
-}
-
-enum audiohub_err audiohub_topic_root_set(struct audiohub *hub, const char *topic_root)
-{
-    if (hub == NULL || topic_root == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    size_t length = strlen(topic_root);
-    if (length == 0 || length > TOPIC_ROOT_MAX || strpbrk(topic_root, "+#") != NULL || topic_root[0] == '/' ||
-        topic_root[length - 1] == '/') {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
-    lock(hub);
-    if (hub->configured) {
-        rc = AUDIOHUB_ERR_STATE;
-    } else {
-        strcpy(hub->topic_root, topic_root);
-        reset_topics(hub);
-    }
-    unlock(hub);
-    return rc;
-}
-
-static bool replace_optional(char **slot, const char *value)
-{
-    if (value == NULL) {
-        free(*slot);
-        *slot = NULL;
-        return true;
-    }
-    return replace_text(slot, value);
-}
-
-enum audiohub_err audiohub_tls_set(struct audiohub *hub, const char *ca_file, const char *cert_file,
-                                   const char *key_file)
-{
-    if (hub == NULL || ca_file == NULL || (cert_file == NULL) != (key_file == NULL)) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
-    lock(hub);
-    if (hub->configured) {
-        rc = AUDIOHUB_ERR_STATE;
-    } else if (!replace_optional(&hub->ca_file, ca_file) || !replace_optional(&hub->cert_file, cert_file) ||
-               !replace_optional(&hub->key_file, key_file)) {
-        rc = AUDIOHUB_ERR_NOMEM;
-    }
-    unlock(hub);
-    return rc;
-}
-
-enum audiohub_err audiohub_sequence_callbacks_set(struct audiohub *hub, audiohub_sequence_load_cb load,
-                                                  audiohub_sequence_save_cb save)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    hub->load_sequence = load;
-    hub->save_sequence = save;
-    unlock(hub);
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-enum audiohub_err audiohub_connection_callbacks_set(struct audiohub *hub, audiohub_connect_cb on_connect_cb,
-                                                    audiohub_disconnect_cb on_disconnect_cb)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    hub->on_connect = on_connect_cb;
-    hub->on_disconnect = on_disconnect_cb;
-    unlock(hub);
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-enum audiohub_err audiohub_rebirth_callback_set(struct audiohub *hub, audiohub_rebirth_cb on_rebirth)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    hub->on_rebirth = on_rebirth;
-    unlock(hub);
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-int audiohub_last_mosquitto_error(struct audiohub *hub, const char **text)
-{
-    if (hub == NULL) {
-        return 0;
-    }
-    lock(hub);
-    int rc = hub->last_mosquitto_error;
-    unlock(hub);
-    if (text != NULL) {
-        *text = mosquitto_strerror(rc);
-    }
-    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -1114,7 +887,7 @@ enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const 
 }
 
 /* One connection attempt (mutex held): the will, then an asynchronous connect that the loop completes. */
-static void start_connection(struct audiohub *hub)
+void ah_start_connection(struct audiohub *hub)
 {
     uint8_t payload[32];
     size_t length = ah_pack_hub_status(false, ah_wall_ms(), payload, sizeof payload);
@@ -1126,7 +899,7 @@ static void start_connection(struct audiohub *hub)
     if (rc != MOSQ_ERR_SUCCESS) {
         mosquitto_property_free_all(&properties);
         hub->last_mosquitto_error = rc;
-        schedule_reconnect(hub);
+        ah_schedule_reconnect(hub);
         return;
     }
     if (hub->ever_started) {
@@ -1142,7 +915,7 @@ static void start_connection(struct audiohub *hub)
         hub->connection = CONN_CONNECTING;
     } else {
         hub->last_mosquitto_error = rc;
-        schedule_reconnect(hub);
+        ah_schedule_reconnect(hub);
     }
 }
 
@@ -1162,7 +935,7 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
     case CONN_READY:
     case CONN_SUBSCRIBING:
         if (publish_status(hub, false, &hub->goodbye_mid) == MOSQ_ERR_SUCCESS) {
-            /* DISCONNECT once the broker has the offline status (on_publish), or at the deadline (the loop). */
+            /* DISCONNECT once the broker has the offline status (ah_on_publish), or at the deadline (the loop). */
             hub->goodbye_pending = true;
             hub->goodbye_deadline_ms = ah_monotonic_ms() + GOODBYE_WAIT_MS;
             hub->connection = CONN_DISCONNECTING;
@@ -1170,7 +943,7 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
         }
         /* fall through */
     case CONN_CONNECTING:
-        say_goodbye(hub);
+        ah_say_goodbye(hub);
         break;
     }
     unlock(hub);
@@ -1186,464 +959,4 @@ bool audiohub_is_connected(struct audiohub *hub)
     bool ready = hub->connection == CONN_READY;
     unlock(hub);
     return ready;
-}
-
-/* ------------------------------------------------------------------------------------------------------------ */
-/* The loop                                                                                                      */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* Resends the requests whose deadline passed, and takes out those out of attempts (mutex held). Returns the list
- * of requests to complete with AUDIOHUB_ERR_TIMEOUT, linked through `next`. */
-static struct request *handle_deadlines(struct audiohub *hub, int64_t now)
-{
-    struct request *timed_out = NULL;
-    if (hub->connection != CONN_READY) {
-        return NULL; /* resent when the connection is back */
-    }
-    struct ah_timer *first;
-    while ((first = ah_deadlines_first(&hub->deadlines)) != NULL && first->deadline_ms <= now) {
-        struct request *request = (struct request *)first; /* the timer is a request's first member */
-        if (hub->max_attempts > 0 && request->attempts >= (unsigned)hub->max_attempts) {
-            struct accessory *a = request->accessory;
-            detach_head(hub, request);
-            if (!request->rebirth) {
-                hub->stats.completed++;
-            }
-            request->next = timed_out;
-            timed_out = request;
-            start_head(hub, a);
-        } else {
-            publish_request(hub, request);
-        }
-    }
-    return timed_out;
-}
-
-static int wait_ms(struct audiohub *hub, int timeout_ms, int64_t now)
-{
-    int64_t wait = timeout_ms;
-    struct ah_timer *first = ah_deadlines_first(&hub->deadlines);
-    if (hub->connection == CONN_READY && first != NULL) {
-        int64_t until = first->deadline_ms - now;
-        if (until < wait) {
-            wait = until;
-        }
-    }
-    if (hub->connection == CONN_WAITING) {
-        int64_t until = hub->reconnect_at_ms - now;
-        if (until < wait) {
-            wait = until;
-        }
-    }
-    if (hub->goodbye_pending && hub->goodbye_deadline_ms - now < wait) {
-        wait = hub->goodbye_deadline_ms - now;
-    }
-    return wait < 0 ? 0 : (int)wait;
-}
-
-enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
-{
-    if (hub == NULL || timeout_ms < 0) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    if (hub->connection == CONN_IDLE) {
-        unlock(hub);
-        return AUDIOHUB_ERR_NO_CONN;
-    }
-    int64_t now = ah_monotonic_ms();
-    if (hub->goodbye_pending && now >= hub->goodbye_deadline_ms) {
-        say_goodbye(hub); /* the broker did not acknowledge the offline status in time */
-    }
-    if (hub->connection == CONN_WAITING && now >= hub->reconnect_at_ms) {
-        start_connection(hub);
-    }
-    int wait = wait_ms(hub, timeout_ms, now);
-    bool has_socket = hub->connection != CONN_WAITING;
-    unlock(hub);
-
-    if (has_socket) {
-        int rc = mosquitto_loop(hub->mosq, wait, 1);
-        if (rc != MOSQ_ERR_SUCCESS) {
-            lock(hub);
-            bool closed = mosquitto_socket(hub->mosq) < 0;
-            /* A failure that closed the socket without on_disconnect (e.g. the connect itself). */
-            if (closed && hub->connection != CONN_IDLE && hub->connection != CONN_WAITING) {
-                if (hub->connection == CONN_DISCONNECTING) {
-                    hub->connection = CONN_IDLE;
-                } else {
-                    hub->last_mosquitto_error = rc;
-                    schedule_reconnect(hub);
-                }
-            } else if (!closed) {
-                /* A failure that leaves the socket (select() itself failed: a descriptor beyond FD_SETSIZE): wait
-                 * rather than spin. */
-                hub->last_mosquitto_error = rc;
-            }
-            unlock(hub);
-            if (!closed && wait > 0) {
-                poll(NULL, 0, wait);
-            }
-        }
-    } else if (wait > 0) {
-        poll(NULL, 0, wait);
-    }
-
-    lock(hub);
-    struct request *timed_out = handle_deadlines(hub, ah_monotonic_ms());
-    unlock(hub);
-    while (timed_out != NULL) {
-        struct request *next = timed_out->next;
-        timed_out->next = NULL;
-        complete(hub, timed_out, NULL, AUDIOHUB_ERR_TIMEOUT);
-        timed_out = next;
-    }
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-int audiohub_socket(struct audiohub *hub)
-{
-    return hub != NULL ? mosquitto_socket(hub->mosq) : -1;
-}
-
-bool audiohub_want_write(struct audiohub *hub)
-{
-    return hub != NULL && mosquitto_want_write(hub->mosq);
-}
-
-int audiohub_next_timeout_ms(struct audiohub *hub)
-{
-    if (hub == NULL) {
-        return 1000;
-    }
-    lock(hub);
-    int wait = wait_ms(hub, 1000, ah_monotonic_ms());
-    unlock(hub);
-    return wait;
-}
-
-static void *loop_thread(void *argument)
-{
-    struct audiohub *hub = argument;
-    for (;;) {
-        lock(hub);
-        bool stop = hub->thread_stop;
-        unlock(hub);
-        if (stop) {
-            break;
-        }
-        if (audiohub_loop(hub, 100) == AUDIOHUB_ERR_NO_CONN) {
-            poll(NULL, 0, 20);
-        }
-    }
-    return NULL;
-}
-
-enum audiohub_err audiohub_loop_start(struct audiohub *hub)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
-    lock(hub);
-    if (hub->thread_running) {
-        rc = AUDIOHUB_ERR_STATE;
-    } else {
-        hub->thread_stop = false;
-        int created = pthread_create(&hub->thread, NULL, loop_thread, hub);
-        if (created == 0) {
-            hub->thread_running = true;
-        } else {
-            errno = created;
-            rc = AUDIOHUB_ERR_ERRNO;
-        }
-    }
-    unlock(hub);
-    return rc;
-}
-
-enum audiohub_err audiohub_loop_stop(struct audiohub *hub, bool force)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    bool running = hub->thread_running;
-    unlock(hub);
-    if (!running) {
-        return AUDIOHUB_ERR_SUCCESS;
-    }
-    if (!force) {
-        int64_t deadline = ah_monotonic_ms() + STOP_GRACE_MS;
-        for (;;) {
-            lock(hub);
-            bool finishing = hub->connection == CONN_DISCONNECTING;
-            unlock(hub);
-            if (!finishing || ah_monotonic_ms() >= deadline) {
-                break;
-            }
-            poll(NULL, 0, 10);
-        }
-    }
-    lock(hub);
-    hub->thread_stop = true;
-    unlock(hub);
-    pthread_join(hub->thread, NULL);
-    lock(hub);
-    hub->thread_running = false;
-    unlock(hub);
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------------------------------------------ */
-/* Requests                                                                                                      */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* Checks what every request checks, then queues `request` (taking it) or frees it. */
-static enum audiohub_err submit(struct audiohub *hub, const char *accessory_id, struct request *request,
-                                audiohub_completion_cb callback, void *context)
-{
-    request->callback = callback;
-    request->context = context;
-    enum audiohub_err rc = AUDIOHUB_ERR_SUCCESS;
-    lock(hub);
-    if (hub->counted >= (size_t)hub->queue_limit) {
-        rc = AUDIOHUB_ERR_QUEUE_FULL;
-    } else {
-        struct accessory *a = accessory_for(hub, accessory_id);
-        if (a == NULL) {
-            rc = AUDIOHUB_ERR_NOMEM;
-        } else {
-            enqueue(hub, a, request);
-            request = NULL;
-        }
-    }
-    unlock(hub);
-    free_request(request);
-    return rc;
-}
-
-static enum audiohub_err check_common(struct audiohub *hub, const char *accessory_id)
-{
-    if (hub == NULL) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    if (!ah_valid_id(accessory_id)) {
-        return AUDIOHUB_ERR_ACCESSORY_ID;
-    }
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-static bool valid_placement(enum audiohub_placement placement)
-{
-    return placement >= AUDIOHUB_PLACEMENT_NONE && placement <= AUDIOHUB_PLACEMENT_OFF_HEAD;
-}
-
-/* The sources rules the bridge would refuse with invalidRequest, checked here first. */
-static enum audiohub_err check_sources(const struct audiohub_address *primary,
-                                       const struct audiohub_address *secondary)
-{
-    if (ah_check_address(primary) != AUDIOHUB_ERR_SUCCESS || ah_check_address(secondary) != AUDIOHUB_ERR_SUCCESS) {
-        return AUDIOHUB_ERR_ADDRESS;
-    }
-    bool has_primary = primary != NULL && primary->length == AUDIOHUB_ADDRESS_SIZE;
-    bool has_secondary = secondary != NULL && secondary->length == AUDIOHUB_ADDRESS_SIZE;
-    if (has_secondary && !has_primary) {
-        return AUDIOHUB_ERR_ADDRESS;
-    }
-    if (has_primary && has_secondary && memcmp(primary->bytes, secondary->bytes, AUDIOHUB_ADDRESS_SIZE) == 0) {
-        return AUDIOHUB_ERR_ADDRESS;
-    }
-    return AUDIOHUB_ERR_SUCCESS;
-}
-
-static void copy_sources(struct request *request, const struct audiohub_address *primary,
-                         const struct audiohub_address *secondary)
-{
-    if (primary != NULL && primary->length == AUDIOHUB_ADDRESS_SIZE) {
-        request->primary = *primary;
-    }
-    if (secondary != NULL && secondary->length == AUDIOHUB_ADDRESS_SIZE) {
-        request->secondary = *secondary;
-    }
-}
-
-enum audiohub_err audiohub_pair(struct audiohub *hub, const char *accessory_id, const char *name, const char *model,
-                                unsigned hardware_capabilities, audiohub_completion_cb callback, void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    if (hardware_capabilities & ~AUDIOHUB_CAP_ALL) {
-        return AUDIOHUB_ERR_CAPABILITIES;
-    }
-    if ((name != NULL && strlen(name) > AUDIOHUB_TEXT_MAX) || (model != NULL && strlen(model) > AUDIOHUB_TEXT_MAX)) {
-        return AUDIOHUB_ERR_TEXT;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_PAIR);
-    if (request == NULL || !replace_text(&request->name, name) || !replace_text(&request->model, model)) {
-        free_request(request);
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    request->capabilities = hardware_capabilities;
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-enum audiohub_err audiohub_unpair(struct audiohub *hub, const char *accessory_id, audiohub_completion_cb callback,
-                                  void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_UNPAIR);
-    if (request == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-enum audiohub_err audiohub_register(struct audiohub *hub, const char *accessory_id, unsigned capabilities,
-                                    audiohub_completion_cb callback, void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    if (capabilities == 0 || (capabilities & ~AUDIOHUB_CAP_ALL)) {
-        return AUDIOHUB_ERR_CAPABILITIES;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_REGISTER);
-    if (request == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    request->capabilities = capabilities;
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-enum audiohub_err audiohub_update(struct audiohub *hub, const char *accessory_id,
-                                  const struct audiohub_configuration *configuration,
-                                  audiohub_completion_cb callback, void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    if (configuration == NULL || !valid_placement(configuration->placement)) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    if (configuration->capabilities & ~AUDIOHUB_CAP_ALL) {
-        return AUDIOHUB_ERR_CAPABILITIES;
-    }
-    rc = check_sources(&configuration->primary, &configuration->secondary);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_UPDATE);
-    if (request == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    request->capabilities = configuration->capabilities;
-    request->placement = configuration->placement;
-    copy_sources(request, &configuration->primary, &configuration->secondary);
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-enum audiohub_err audiohub_placement(struct audiohub *hub, const char *accessory_id,
-                                     enum audiohub_placement placement, audiohub_completion_cb callback,
-                                     void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    if (!valid_placement(placement)) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_PLACEMENT);
-    if (request == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    request->placement = placement;
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-enum audiohub_err audiohub_sources(struct audiohub *hub, const char *accessory_id,
-                                   const struct audiohub_address *primary, const struct audiohub_address *secondary,
-                                   audiohub_completion_cb callback, void *context)
-{
-    enum audiohub_err rc = check_common(hub, accessory_id);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    rc = check_sources(primary, secondary);
-    if (rc != AUDIOHUB_ERR_SUCCESS) {
-        return rc;
-    }
-    struct request *request = new_request(AUDIOHUB_OP_SOURCES);
-    if (request == NULL) {
-        return AUDIOHUB_ERR_NOMEM;
-    }
-    copy_sources(request, primary, secondary);
-    return submit(hub, accessory_id, request, callback, context);
-}
-
-/* ------------------------------------------------------------------------------------------------------------ */
-/* The cache and the counters                                                                                    */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* Copies `full` (the library's struct, `full_size` bytes) into the caller's `out` of `size` bytes: the fields both
- * know, then zeros for those only the caller's header has. */
-static void copy_sized(void *out, size_t size, const void *full, size_t full_size)
-{
-    memcpy(out, full, size < full_size ? size : full_size);
-    if (size > full_size) {
-        memset((char *)out + full_size, 0, size - full_size);
-    }
-}
-
-enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *accessory_id,
-                                         struct audiohub_accessory *out, size_t size)
-{
-    if (hub == NULL || out == NULL || size < AUDIOHUB_ACCESSORY_MIN_SIZE) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    if (!ah_valid_id(accessory_id)) {
-        return AUDIOHUB_ERR_ACCESSORY_ID;
-    }
-    enum audiohub_err rc = AUDIOHUB_ERR_NOT_FOUND;
-    struct audiohub_accessory view;
-    memset(&view, 0, sizeof view);
-    lock(hub);
-    struct accessory *a = find_accessory(hub, accessory_id);
-    if (a != NULL) {
-        strcpy(view.accessory_id, a->entry.id);
-        view.paired = a->paired;
-        view.registered = a->registered;
-        snprintf(view.name, sizeof view.name, "%s", a->name != NULL ? a->name : "");
-        snprintf(view.model, sizeof view.model, "%s", a->model != NULL ? a->model : "");
-        view.hardware_capabilities = a->hardware_capabilities;
-        view.configuration = a->configuration;
-        view.last_sequence = a->sequence_known ? a->last_sequence : 0;
-        view.queued = a->queued;
-        rc = AUDIOHUB_ERR_SUCCESS;
-    }
-    unlock(hub);
-    if (rc == AUDIOHUB_ERR_SUCCESS) {
-        copy_sized(out, size, &view, sizeof view);
-    }
-    return rc;
-}
-
-enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats *out, size_t size)
-{
-    if (hub == NULL || out == NULL || size < AUDIOHUB_STATS_MIN_SIZE) {
-        return AUDIOHUB_ERR_INVAL;
-    }
-    lock(hub);
-    struct audiohub_stats stats = hub->stats;
-    unlock(hub);
-    copy_sized(out, size, &stats, sizeof stats);
-    return AUDIOHUB_ERR_SUCCESS;
 }

@@ -243,6 +243,65 @@ struct audiohub {
 static inline void lock(struct audiohub *hub) { pthread_mutex_lock(&hub->mutex); }
 static inline void unlock(struct audiohub *hub) { pthread_mutex_unlock(&hub->mutex); }
 
+/* ---- hub.c ---- */
+
+/* Sets *slot to a copy of `text` (NULL: ""), freeing the one before; false when out of memory (*slot unchanged). */
+bool ah_replace_text(char **slot, const char *text);
+/* Builds the topics again after the root or the slots changed (mutex held). */
+void ah_reset_topics(struct audiohub *hub);
+/* libmosquitto's callbacks, which audiohub_new sets. */
+void ah_on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
+                   const mosquitto_property *properties);
+void ah_on_publish(struct mosquitto *mosq, void *userdata, int mid, int rc, const mosquitto_property *props);
+void ah_on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, const mosquitto_property *props);
+void ah_on_subscribe(struct mosquitto *mosq, void *userdata, int mid, int count, const int *granted,
+                     const mosquitto_property *props);
+void ah_on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosquitto_property *props);
+/* Sends DISCONNECT now (mutex held). */
+void ah_say_goodbye(struct audiohub *hub);
+/* Schedules the next connection attempt (mutex held). */
+void ah_schedule_reconnect(struct audiohub *hub);
+/* One connection attempt (mutex held): the will, then an asynchronous connect that the loop completes. */
+void ah_start_connection(struct audiohub *hub);
+/* The accessory `id`, if the hub knows it. */
+struct accessory *ah_find_accessory(struct audiohub *hub, const char *id);
+/* The accessory `id` (valid), made when new; NULL when out of memory. */
+struct accessory *ah_accessory_for(struct audiohub *hub, const char *id);
+/* A request for `operation`, in no queue; NULL when out of memory. Freed (NULL: nothing) with what it holds. */
+struct request *ah_new_request(enum audiohub_operation operation);
+void ah_free_request(struct request *request);
+/* Takes `request` (the head of its accessory's queue) out of the queue and the heap. */
+void ah_detach_head(struct audiohub *hub, struct request *request);
+/* Appends a caller's request to its accessory's queue and starts it when possible. */
+void ah_enqueue(struct audiohub *hub, struct accessory *a, struct request *request);
+/* Queues a rebirth's pair, register and update right after the request in flight (or first, when none is). */
+void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3]);
+/* Calls the completion of `request` (mutex released) and frees it. */
+void ah_complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
+                 enum audiohub_err status);
+/* Hands the request's PUBLISH to libmosquitto and sets its next deadline. */
+void ah_publish_request(struct audiohub *hub, struct request *request);
+/* Gives `request` a (new) sequence and request id, and packs it; false when out of memory. */
+bool ah_number_request(struct audiohub *hub, struct request *request);
+/* Starts the head of `a`'s queue if it is not in flight yet (only while connected). */
+void ah_start_head(struct audiohub *hub, struct accessory *a);
+/* Sends again every request in flight and starts every waiting one: a new connection. */
+void ah_send_everything(struct audiohub *hub);
+/* A message on the response topic (mutex not held). */
+void ah_handle_result(struct audiohub *hub, const struct mosquitto_message *message,
+                      const mosquitto_property *properties);
+/* A message on the rebirth topic (mutex not held). */
+void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message);
+/* Fills the requests of a rebirth from the cache when its pair starts; false when the cache cannot answer. */
+bool ah_fill_rebirth(struct request *pair);
+
+/* ---- cache.c ---- */
+
+/* What a successful request changes in the cache. */
+void ah_apply_to_cache(struct accessory *a, const struct request *request);
+/* The bridge's view of an accessory the hub does not know as paired (a restarted hub), from a result's state. */
+void ah_adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state);
+
 /* ---- url.c ---- */
 
 /* Parses mqtt://host[:port] or mqtts://host[:port] (host may be [IPv6]): `host` (malloc'd), `port` (1883 or 8883
