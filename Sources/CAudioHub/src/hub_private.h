@@ -1,6 +1,17 @@
 /*
- * What the SDK's units share; not installed. hub.c is the hub itself (the public API, the connection, the requests
- * and the loop), built on:
+ * What the SDK's units share; not installed. The hub (include/audiohub.h) is made of units of one concern each:
+ *   hub.c             the handle: audiohub_new, audiohub_destroy, its topics, the library's set-up;
+ *   options.c         its options and callbacks (audiohub_int_option ... audiohub_last_mosquitto_error);
+ *   connect.c         the connection (enum connection): connecting, the will and the status, libmosquitto's
+ *                     callbacks, disconnecting;
+ *   loop.c            the loop (audiohub_loop, its thread): attempts, waiting, resending at the deadlines;
+ *   requests.c        the caller's requests (audiohub_pair ... audiohub_sources), checked, then queued;
+ *   queue.c           the accessories and their queues of requests, and completing a request;
+ *   send.c            the request at the head of a queue numbered, packed and published;
+ *   handle_result.c   a RequestResult: the request it answers;
+ *   handle_rebirth.c  a RebirthRequest: the accessory sent again from the cache;
+ *   cache.c           what succeeded, per accessory (audiohub_accessory_get), and the counters (audiohub_stats_get);
+ * built on:
  *   wire.c       the messages, packed and unpacked with protobuf-c (and audiohub_internal.h, for the tests);
  *   deadlines.c  the requests in flight by deadline (a binary min-heap of timers);
  *   table.c      the accessories by id (a chained hash table);
@@ -249,6 +260,9 @@ static inline void unlock(struct audiohub *hub) { pthread_mutex_unlock(&hub->mut
 bool ah_replace_text(char **slot, const char *text);
 /* Builds the topics again after the root or the slots changed (mutex held). */
 void ah_reset_topics(struct audiohub *hub);
+
+/* ---- connect.c ---- */
+
 /* libmosquitto's callbacks, which audiohub_new sets. */
 void ah_on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *message,
                    const mosquitto_property *properties);
@@ -263,6 +277,9 @@ void ah_say_goodbye(struct audiohub *hub);
 void ah_schedule_reconnect(struct audiohub *hub);
 /* One connection attempt (mutex held): the will, then an asynchronous connect that the loop completes. */
 void ah_start_connection(struct audiohub *hub);
+
+/* ---- queue.c ---- */
+
 /* The accessory `id`, if the hub knows it. */
 struct accessory *ah_find_accessory(struct audiohub *hub, const char *id);
 /* The accessory `id` (valid), made when new; NULL when out of memory. */
@@ -279,6 +296,9 @@ void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct reques
 /* Calls the completion of `request` (mutex released) and frees it. */
 void ah_complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
                  enum audiohub_err status);
+
+/* ---- send.c ---- */
+
 /* Hands the request's PUBLISH to libmosquitto and sets its next deadline. */
 void ah_publish_request(struct audiohub *hub, struct request *request);
 /* Gives `request` a (new) sequence and request id, and packs it; false when out of memory. */
@@ -287,9 +307,15 @@ bool ah_number_request(struct audiohub *hub, struct request *request);
 void ah_start_head(struct audiohub *hub, struct accessory *a);
 /* Sends again every request in flight and starts every waiting one: a new connection. */
 void ah_send_everything(struct audiohub *hub);
+
+/* ---- handle_result.c ---- */
+
 /* A message on the response topic (mutex not held). */
 void ah_handle_result(struct audiohub *hub, const struct mosquitto_message *message,
                       const mosquitto_property *properties);
+
+/* ---- handle_rebirth.c ---- */
+
 /* A message on the rebirth topic (mutex not held). */
 void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message);
 /* Fills the requests of a rebirth from the cache when its pair starts; false when the cache cannot answer. */
