@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../CAudioHub/src/url.h"
 #include "wire.h"
 
 #define MAX_SWEEP 16
@@ -157,7 +158,7 @@ struct sim {
     long accessory_count;
     struct device *devices;
     struct mosquitto *device_client;
-    char host[256];
+    char *host; /* the broker, from --broker */
     int port;
     bool tls;
 
@@ -734,35 +735,6 @@ static bool fence_commands(struct sim *sim)
         }
     }
     return false;
-}
-
-static bool parse_broker(const char *url, char *host, size_t host_size, int *port, bool *tls)
-{
-    const char *rest;
-    if (strncmp(url, "mqtt://", 7) == 0) {
-        rest = url + 7;
-        *port = 1883;
-        *tls = false;
-    } else if (strncmp(url, "mqtts://", 8) == 0) {
-        rest = url + 8;
-        *port = 8883;
-        *tls = true;
-    } else {
-        return false;
-    }
-    const char *colon = strrchr(rest, ':');
-    size_t length = colon != NULL ? (size_t)(colon - rest) : strlen(rest);
-    if (length == 0 || length >= host_size) {
-        return false;
-    }
-    memcpy(host, rest, length);
-    host[length] = '\0';
-    long value = *port;
-    if (colon != NULL && !parse_long(colon + 1, 1, 65535, &value)) {
-        return false;
-    }
-    *port = (int)value;
-    return true;
 }
 
 static bool start_devices(struct sim *sim)
@@ -1563,7 +1535,7 @@ int main(int argc, char **argv)
     if (!parse_options(argc, argv, &sim.opt)) {
         return 2;
     }
-    if (!parse_broker(sim.opt.broker, sim.host, sizeof sim.host, &sim.port, &sim.tls) ||
+    if (ah_parse_url(sim.opt.broker, &sim.host, &sim.port, &sim.tls) != AUDIOHUB_ERR_SUCCESS ||
         (sim.tls && sim.opt.ca_file == NULL)) {
         fprintf(stderr, "hub-sim: --broker must be mqtt://host[:port] or mqtts://host[:port] with --ca-file\n");
         return 2;
@@ -1678,6 +1650,7 @@ out:
         mosquitto_loop_stop(sim.device_client, false);
         mosquitto_destroy(sim.device_client);
     }
+    free(sim.host);
     free(sim.hubs);
     free(sim.fence_hubs);
     free(sim.accessories);

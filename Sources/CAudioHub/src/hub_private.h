@@ -15,7 +15,7 @@
  *   wire.c       the messages, packed and unpacked with protobuf-c (and audiohub_internal.h, for the tests);
  *   deadlines.c  the requests in flight by deadline (a binary min-heap of timers);
  *   table.c      the accessories by id (a chained hash table);
- *   url.c        a broker's URL.
+ *   url.c        a broker's URL (declared in url.h, which hub-sim, the relay and loadgen share).
  * The containers hold links that the caller embeds as the first member of its own structs (a request's timer, an
  * accessory's entry), and never allocate or free those.
  */
@@ -24,6 +24,7 @@
 
 #include "audiohub.h"
 #include "audiohub_internal.h"
+#include "url.h"
 
 #include <mosquitto.h>
 
@@ -327,11 +328,5 @@ bool ah_fill_rebirth(struct request *pair);
 void ah_apply_to_cache(struct accessory *a, const struct request *request);
 /* The bridge's view of an accessory the hub does not know as paired (a restarted hub), from a result's state. */
 void ah_adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state);
-
-/* ---- url.c ---- */
-
-/* Parses mqtt://host[:port] or mqtts://host[:port] (host may be [IPv6]): `host` (malloc'd), `port` (1883 or 8883
- * when absent), `tls`. AUDIOHUB_ERR_URL for anything else, AUDIOHUB_ERR_NOMEM. */
-enum audiohub_err ah_parse_url(const char *url, char **host, int *port, bool *tls);
 
 #endif /* AUDIOHUB_PRIVATE_H */

@@ -1,8 +1,8 @@
 /*
  * A broker's URL: mqtt://host[:port] or mqtts://host[:port], host a name, an address or [an IPv6 address]. See
- * hub_private.h.
+ * url.h.
  */
-#include "hub_private.h"
+#include "url.h"
 
 #include <errno.h>
 #include <stdlib.h>
