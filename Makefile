@@ -115,14 +115,17 @@ ACCESSORIES  ?= 1000
 E2E_CC       ?= gcc
 E2E_CFLAGS   ?= -std=c99 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L
 E2E_WIRE     := $(wildcard Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c)
-E2E_CBUILD    = $(E2E_CC) $(E2E_CFLAGS) -I Sources/CAccessoryWire/Generated -o $@ $< $(E2E_WIRE) \
-                $$(pkg-config --cflags --libs libmosquitto libprotobuf-c) -pthread -lm
+# The broker's URL is parsed by the SDK's url.c (url.h), compiled in.
+E2E_URL      := Sources/CAudioHub/src/url.c Sources/CAudioHub/src/url.h
+# Every C file among the prerequisites.
+E2E_CBUILD    = $(E2E_CC) $(E2E_CFLAGS) -I Sources/CAudioHub/include -I Sources/CAccessoryWire/Generated -o $@ \
+                $(filter %.c,$^) $$(pkg-config --cflags --libs libmosquitto libprotobuf-c) -pthread -lm
 .PHONY: bench-e2e
 bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) scripts/bench-e2e.sh
 
-.build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_WIRE) | deps
+.build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
 
@@ -185,7 +188,7 @@ soak: deps .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	MINUTES=$(MINUTES) RATE=$(RATE) ACCESSORIES=$(ACCESSORIES) scripts/soak.sh
 
-.build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_WIRE) | deps
+.build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
 

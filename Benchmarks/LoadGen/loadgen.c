@@ -52,6 +52,8 @@
 #include "audioaccessory/v1/state.pb-c.h"
 #include "audioaccessory/v1/telemetry.pb-c.h"
 
+#include "../../Sources/CAudioHub/src/url.h"
+
 /* Set-up requests unanswered at most at once. */
 #define SETUP_WINDOW 3000
 
@@ -67,7 +69,8 @@ static const Audioaccessory__V1__Capability all_capabilities[2] = {
 };
 
 struct options {
-    char host[256];
+    const char *broker;
+    char *host; /* from broker (url.c) */
     int port;
     const char *topic_root;
     const char *source_root; /* the playing devices' root: the topic root unless --source-root (a cluster's slot) */
@@ -184,30 +187,6 @@ static bool parse_double(const char *text, double min, double *out)
     return true;
 }
 
-static bool parse_broker(const char *url, char *host, int *port)
-{
-    const char *prefix = "mqtt://";
-    char copy[256];
-    if (strncmp(url, prefix, strlen(prefix)) != 0 || strlen(url + strlen(prefix)) >= sizeof copy) {
-        return false;
-    }
-    strcpy(copy, url + strlen(prefix));
-    char *colon = strrchr(copy, ':');
-    long value = 1883;
-    if (colon != NULL) {
-        *colon = '\0';
-        if (!parse_long(colon + 1, 1, 65535, &value)) {
-            return false;
-        }
-    }
-    if (copy[0] == '\0') {
-        return false;
-    }
-    strcpy(host, copy);
-    *port = (int)value;
-    return true;
-}
-
 /* An id of the contract: 1-64 characters of A-Z a-z 0-9 _ - */
 static bool valid_id(const char *id)
 {
@@ -219,7 +198,7 @@ static bool valid_id(const char *id)
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     *opt = (struct options){
-        .host = "127.0.0.1", .port = 1883, .topic_root = "audio", .hub = "load-hub", .accessories = 1000,
+        .broker = "mqtt://127.0.0.1:1883", .topic_root = "audio", .hub = "load-hub", .accessories = 1000,
         .accessory_prefix = "acc",
         .rate = 0, .seconds = 10, .reports = 0, .drain = 5, .settle = 1, .ready_timeout = 30, .setup_timeout = 60,
         .source = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc}, .source_hex = "123456789abc",
@@ -258,7 +237,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
                          byte[2], byte[3], byte[4], byte[5]);
             }
         } else if (strcmp(arg, "--broker") == 0) {
-            ok = parse_broker(value, opt->host, &opt->port);
+            opt->broker = value;
         } else if (strcmp(arg, "--topic-root") == 0) {
             opt->topic_root = value;
         } else if (strcmp(arg, "--source-root") == 0) {
@@ -304,6 +283,11 @@ static int parse_options(int argc, char **argv, struct options *opt)
             fprintf(stderr, "loadgen: invalid value for %s: '%s'\n", arg, value);
             return -1;
         }
+    }
+    bool tls = false;
+    if (ah_parse_url(opt->broker, &opt->host, &opt->port, &tls) != AUDIOHUB_ERR_SUCCESS || tls) {
+        fprintf(stderr, "loadgen: invalid value for --broker: '%s'\n", opt->broker);
+        return -1;
     }
     if (opt->seconds == 0 && opt->reports == 0) {
         fprintf(stderr, "loadgen: --seconds 0 needs --reports\n");
@@ -998,6 +982,7 @@ int main(int argc, char **argv)
     free(lg.topics);
     free(lg.idle);
     free(lg.latencies_ns);
+    free(lg.opt.host);
     mosquitto_lib_cleanup();
     return status;
 }

@@ -36,6 +36,8 @@
 #include "audioaccessory/v1/state.pb-c.h"
 #include "audioaccessory/v1/telemetry.pb-c.h"
 
+#include "../../Sources/CAudioHub/src/url.h"
+
 #define MAX_ID 64           /* hub and accessory ids: 1-64 characters */
 #define MAX_TOPIC 512
 #define MAX_PAYLOAD 1024    /* every message the relay packs is far smaller */
@@ -48,7 +50,8 @@ static const Audioaccessory__V1__Capability all_capabilities[2] = {
 };
 
 struct options {
-    char host[256];
+    const char *broker;
+    char *host; /* from broker (url.c) */
     int port;
     const char *topic_root;
     const char *client_id;
@@ -91,35 +94,10 @@ static bool parse_long(const char *text, long min, long max, long *out)
     return true;
 }
 
-/* mqtt://host[:port] -> host (a buffer of 256 bytes), port. */
-static bool parse_broker(const char *url, char *host, int *port)
-{
-    const char *prefix = "mqtt://";
-    char copy[256];
-    if (strncmp(url, prefix, strlen(prefix)) != 0 || strlen(url + strlen(prefix)) >= sizeof copy) {
-        return false;
-    }
-    strcpy(copy, url + strlen(prefix));
-    char *colon = strrchr(copy, ':');
-    long value = 1883;
-    if (colon != NULL) {
-        *colon = '\0';
-        if (!parse_long(colon + 1, 1, 65535, &value)) {
-            return false;
-        }
-    }
-    if (copy[0] == '\0') {
-        return false;
-    }
-    strcpy(host, copy);
-    *port = (int)value;
-    return true;
-}
-
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     *opt = (struct options){
-        .host = "127.0.0.1", .port = 1883, .topic_root = "audio", .client_id = "relay",
+        .broker = "mqtt://127.0.0.1:1883", .topic_root = "audio", .client_id = "relay",
         .send_maximum = 8192, .receive_maximum = 100, .keepalive = 30, .session_expiry = 86400,
     };
     for (int i = 1; i < argc; i++) {
@@ -135,10 +113,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         const char *value = argv[++i];
         long number;
         if (strcmp(arg, "--broker") == 0) {
-            if (!parse_broker(value, opt->host, &opt->port)) {
-                fprintf(stderr, "relay: --broker %s: expected mqtt://host:port\n", value);
-                return -1;
-            }
+            opt->broker = value;
         } else if (strcmp(arg, "--topic-root") == 0) {
             opt->topic_root = value;
         } else if (strcmp(arg, "--client-id") == 0) {
@@ -160,6 +135,11 @@ static int parse_options(int argc, char **argv, struct options *opt)
             usage(stderr);
             return -1;
         }
+    }
+    bool tls = false;
+    if (ah_parse_url(opt->broker, &opt->host, &opt->port, &tls) != AUDIOHUB_ERR_SUCCESS || tls) {
+        fprintf(stderr, "relay: --broker %s: expected mqtt://host:port\n", opt->broker);
+        return -1;
     }
     if (opt->topic_root[0] == '\0' || strpbrk(opt->topic_root, "+#") != NULL) {
         fprintf(stderr, "relay: invalid topic root '%s'\n", opt->topic_root);
@@ -461,5 +441,6 @@ int main(int argc, char **argv)
     int status = run(&relay);
     mosquitto_property_free_all(&relay.content_type);
     mosquitto_lib_cleanup();
+    free(relay.opt.host);
     return status;
 }
