@@ -1,0 +1,231 @@
+/*
+ * What hub-sim's units share (main.c says what hub-sim does):
+ *   main.c      the run: the accessories, devices and hubs made, the phases, the summary, what is freed; and what
+ *               every unit uses (the clock, sleeping, the random numbers, the hubs' names);
+ *   options.c   the command line;
+ *   devices.c   the playing devices on one MQTT connection, the calls scenario's activity changes, and the fence;
+ *   scenario.c  the scenario's requests and what their completions tell;
+ *   phases.c    the set-up, a measured phase, waiting for what is outstanding, the stop signals;
+ *   verify.c    --verify (the retained states) and the commands against the changes that justify them;
+ *   report.c    the latencies and counts summarized, the summary (text or JSON), the SVG chart;
+ *   wire.c      hub-sim's own protobuf-c code (wire.h).
+ * It parses --broker with the SDK's url.c (../CAudioHub/src/url.h), as the SDK's hubs do.
+ */
+#ifndef HUB_SIM_H
+#define HUB_SIM_H
+
+#include <audiohub.h>
+
+#include <mosquitto.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../CAudioHub/src/url.h"
+#include "wire.h"
+
+#define MAX_SWEEP 16
+
+struct options {
+    const char *broker;
+    const char *topic_root;
+    const char *prefix;
+    const char *ca_file;
+    const char *scenario;
+    const char *svg;
+    long hubs;
+    long accessories;
+    long devices;
+    double rate;
+    double seconds;
+    long rounds;
+    double drain;
+    long timeout_ms;
+    long timeout_max_ms;
+    long slots;      /* 0: a single bridge */
+    long households; /* 0: none (any accessory may list any device) */
+    long shared_devices; /* with households: devices every household lists */
+    bool json;
+    bool verify;
+    bool quiet;
+    bool trace;
+    double sweep[MAX_SWEEP];
+    int sweep_count;
+    unsigned seed;
+};
+
+/* What the hub last sent (and the bridge accepted) about an accessory: the expected retained state. */
+struct expected {
+    enum audiohub_placement placement;
+    int primary;   /* device index, -1 none */
+    int secondary; /* device index, -1 none */
+};
+
+/* Commands a change may justify: for each, at most one command of each action per change the hub made. */
+enum justified { PUT_ON, TAKEN_OFF, SOURCES_CHANGED, JUSTIFIED_KINDS };
+
+struct accessory {
+    char id[AUDIOHUB_ID_MAX + 1];
+    int hub;
+    struct expected expected;
+    /* Changes the bridge accepted (put on, taken off, sources changed), and the commands that cite them, by
+     * action (ROUTE, PAUSE, RESUME, RELEASE). */
+    uint64_t changes[JUSTIFIED_KINDS];
+    uint64_t cited[JUSTIFIED_KINDS][5];
+    bool registered;
+    long rounds_submitted;
+    long outstanding; /* submitted, not completed */
+    bool next_off;
+    int source_cursor;
+};
+
+struct device {
+    struct audiohub_address address;
+    char hex[13];
+    uint64_t last_command_epoch; /* the last applied command's (epoch, sequence): see on_device_message */
+    uint64_t last_command_sequence;
+    int last_action;
+    int last_reason;
+    char last_accessory[AUDIOHUB_ID_MAX + 1];
+    int activity;       /* ACTIVITY_* wire value */
+    int paused_activity;
+    char routed[AUDIOHUB_ID_MAX + 1];
+    uint64_t report_sequence;
+};
+
+/* One request in flight, given to the SDK as its context. */
+struct op {
+    int accessory;
+    uint64_t submitted_ns;
+    bool measured;
+    enum audiohub_operation operation;
+    struct expected effect;
+};
+
+struct phase_stats {
+    uint64_t sent;
+    uint64_t results;
+    uint64_t duplicated;
+    uint64_t retried;
+    uint64_t errors;
+    uint64_t refused;
+    uint64_t cancelled;
+    double *latencies;
+    size_t latency_count;
+    size_t latency_capacity;
+    uint64_t started_ns;
+    uint64_t stopped_ns;
+    char first_error[256];
+};
+
+struct sim {
+    struct options opt;
+    pthread_mutex_t mutex;
+    struct audiohub **hubs;
+    struct accessory *accessories;
+    long accessory_count;
+    struct device *devices;
+    struct mosquitto *device_client;
+    char *host; /* the broker, from --broker */
+    int port;
+    bool tls;
+
+    bool measuring;
+    bool stopping; /* no new requests */
+    double rate;
+    long rounds;
+    uint64_t outstanding;
+    struct phase_stats stats;
+    uint64_t setup_failures;
+    char setup_error[256];
+
+    uint64_t commands;
+    uint64_t command_redeliveries;
+    uint64_t older_epoch_commands; /* commands of an older owner, dropped (counted in command_redeliveries too) */
+    uint64_t fences_answered; /* answers to the devices' fence (see fence_commands) */
+    char (*fence_hubs)[AUDIOHUB_ID_MAX + 1]; /* per slot (one without --slots): a hub id of that slot for the fence */
+    long fence_count;
+    uint64_t repeated_commands;
+    uint64_t excess_commands;
+    char excess_example[256];
+    char repeated_example[256];
+    uint64_t source_reports;
+    unsigned random_state;
+    int stop_signals; /* SIGINT/SIGTERM taken so far (see stop_requested) */
+};
+
+struct summary {
+    double offered;
+    uint64_t sent, results, lost, duplicated, retried, errors, refused;
+    double p50, p90, p99, max, throughput, seconds;
+};
+
+/* ---- main.c ---- */
+
+/* The monotonic clock, in nanoseconds; sleeping `ms` milliseconds (through signals). */
+uint64_t now_ns(void);
+void sleep_ms(long ms);
+/* The next number (0-32767) of the run's seeded sequence (mutex held, or before the threads start). */
+unsigned next_random(struct sim *sim);
+/* Hub h's id: "{prefix}-hub-{h}", or with households "{prefix}-home{k}--hub-{h}". */
+void hub_name(const struct sim *sim, long hub, char *out, size_t size);
+
+/* ---- options.c ---- */
+
+/* Reads the command line into `opt` (--help: the usage, then exit); false after saying what is wrong. */
+bool parse_options(int argc, char **argv, struct options *opt);
+
+/* ---- devices.c ---- */
+
+/* The device an accessory of `hub` lists at position `n` of its choices. */
+int device_choice(const struct sim *sim, long hub, long n);
+/* A fence hub per slot (one without --slots); false when out of memory or a slot has none. */
+bool make_fence_hubs(struct sim *sim);
+/* Connects the devices and publishes each one's first state; false after saying why not. */
+bool start_devices(struct sim *sim);
+/* The calls scenario: a device changes between media, call and idle. */
+void change_activity(struct sim *sim);
+/* Waits until no command is still on its way to the devices; false when a fence is not answered. */
+bool fence_commands(struct sim *sim);
+
+/* ---- scenario.c ---- */
+
+/* The completion of every request hub-sim makes (audiohub_completion_cb; the mutex not held). */
+void completed(struct audiohub *hub, void *userdata, const struct audiohub_result *result);
+/* Submits the scenario's next request for accessory `index` (measured or not); the SDK's refusal, if any. */
+enum audiohub_err submit_next(struct sim *sim, int index, bool measured);
+
+/* ---- phases.c ---- */
+
+/* SIGINT and SIGTERM: blocked in every thread, taken by the phases' loops. */
+void stop_signal_set(sigset_t *set);
+/* Sets every accessory up (not measured); false after saying why it failed. */
+bool setup(struct sim *sim);
+/* One measured phase at `rate` (0: flood), then the drain. Returns its summary. */
+struct summary run_phase(struct sim *sim, double rate);
+
+/* ---- verify.c ---- */
+
+/* The index of the accessory `id`, or -1 when it is none of hub-sim's. */
+long accessory_index(struct sim *sim, const char *id);
+/* How many retained states differ from what the hubs last sent (the first in `first`). */
+long verify(struct sim *sim, char *first, size_t size);
+/* Commands beyond what the hub's changes justify: a change applied twice (mutex held). */
+uint64_t count_excess(struct sim *sim);
+
+/* ---- report.c ---- */
+
+/* Adds a latency (ms) to a phase's. */
+void record_latency(struct phase_stats *stats, double ms);
+/* A phase's summary (sorts its latencies). */
+struct summary summarize(struct phase_stats *stats, uint64_t lost, double offered);
+/* The summary, as text or (--json) one JSON line; mismatches -1: not verified. */
+void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text);
+/* Latency (log scale) against offered rate, one line per percentile; false when the file cannot be written. */
+bool write_svg(const char *path, const struct summary *points, int count, const struct options *opt);
+
+#endif /* HUB_SIM_H */
