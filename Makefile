@@ -188,7 +188,7 @@ soak: deps .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	MINUTES=$(MINUTES) RATE=$(RATE) ACCESSORIES=$(ACCESSORIES) scripts/soak.sh
 
-.build-e2e/loadgen: Benchmarks/LoadGen/loadgen.c $(E2E_URL) $(E2E_WIRE) | deps
+.build-e2e/loadgen: $(wildcard Benchmarks/LoadGen/*.c Benchmarks/LoadGen/*.h) $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
 
