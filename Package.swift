@@ -41,7 +41,10 @@ let package = Package(
         // returns actions.
         .target(
             name: "BridgeCore",
-            dependencies: ["AccessoryModel", .product(name: "HeapModule", package: "swift-collections")]
+            dependencies: [
+                "AccessoryModel", .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
         ),
 
         // Pure too: what home automation is owed (JSON views and events, availability, Home Assistant discovery) as a
@@ -100,8 +103,9 @@ let package = Package(
             dependencies: [
                 "AccessoryModel", "BridgeCore", "HomeAutomation", "AccessoryWire", "MQTTClient",
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -124,7 +128,7 @@ let package = Package(
             dependencies: [
                 "AccessoryBridge", "AccessoryModel", "Cluster", "Etcd",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

@@ -238,7 +238,7 @@ public final class AccessoryBridgeService: Service {
             metadata: [
                 "accessories": "\(restored.accessories)", "sources": "\(restored.sources)",
                 "discovery_configs": "\(restored.configs)", "unusable": "\(restored.skipped)",
-                "rebuild_ms": "\((clock.now - started).nanoseconds / 1_000_000)",
+                "rebuild_ms": "\((clock.now - started).wholeMilliseconds)",
             ])
     }
 

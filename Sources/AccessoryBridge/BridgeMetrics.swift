@@ -135,9 +135,3 @@ struct BridgeMetrics: Sendable {
     }
 }
 
-extension Duration {
-    /// The whole nanoseconds, for a metrics `Timer`.
-    var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
-    }
-}

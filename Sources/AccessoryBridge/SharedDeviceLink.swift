@@ -6,25 +6,13 @@ import Synchronization
 /// which must not block); the member posts etcd's answers and its watch's news (``post(_:)``), which the processor
 /// takes on its own thread before its next message.
 public final class SharedDeviceLink: Sendable {
-    /// What a slot asks of etcd about its playing devices.
-    public enum Request: Hashable, Sendable {
-        /// The slot lists the device now: add the slot to its listers, and say whether another slot lists it too.
-        case listed(BluetoothAddress)
-        /// The slot no longer lists the device.
-        case unlisted(BluetoothAddress)
-        /// A worn accessory lists a shared device now, or no longer (rule 6's order of put-ons, in etcd).
-        case worn(WornListing)
-        case claim(DeviceClaim)
-        case release(DeviceRelease)
-    }
-
     /// Runs a request; called on the processor's thread, so it hands the work on and returns.
-    public let send: @Sendable (Request) -> Void
+    public let send: @Sendable (SharedDeviceRequest) -> Void
     private let inbox = Mutex<[SharedDeviceEvent]>([])
     private let waiting = Atomic(false)
     private let wakeUp = Mutex<(@Sendable () -> Void)?>(nil)
 
-    public init(send: @escaping @Sendable (Request) -> Void) {
+    public init(send: @escaping @Sendable (SharedDeviceRequest) -> Void) {
         self.send = send
     }
 

@@ -3,6 +3,7 @@ import AccessoryModel
 import Cluster
 import CoreMetrics
 import Logging
+import Metrics
 import ServiceLifecycle
 import Synchronization
 
@@ -49,7 +50,7 @@ public final class ClusterService: Service {
     /// What the state machine hears of, from etcd, the slots and the time.
     enum Event: Sendable {
         case tick
-        case leaseGranted(Int64, sentAt: ContinuousClock.Instant)
+        case leaseGranted(Lease, sentAt: ContinuousClock.Instant)
         case keepAliveAnswered(alive: Bool, sentAt: ContinuousClock.Instant)
         case registered
         case loaded(members: Set<String>, claims: [Int: ClusterStateMachine.Claim], devices: DeviceSnapshot)
@@ -63,7 +64,7 @@ public final class ClusterService: Service {
         case etcdFailed
         case shutdown
         /// What etcd answered to a slot's request about a playing device.
-        case deviceAnswer(Int, SlotDevices.Answer)
+        case deviceAnswer(Int, SlotDeviceRequests.Answer)
     }
 
     /// The shared devices' keys as a read found them.
@@ -127,6 +128,8 @@ public final class ClusterService: Service {
         /// What concerns one slot runs in order: each step waits for the one before.
         var slotChains: [Int: Task<Void, Never>] = [:]
         var watcher: Task<Void, Never>?
+        /// The lease the member acts under, from its registration until the fence drops.
+        var session: LeaseSession?
         var shuttingDown = false
         var finished = false
 
@@ -191,19 +194,8 @@ public final class ClusterService: Service {
                 guard machine.holdings[slot] == .starting(epoch: epoch) else { return [] }
                 return machine.slotStarted(slot, at: now)
             case .slotEnded(let slot, let epoch, let error):
-                // A slot's bridge ended by itself (it could not connect for good, say): it starts again a second
-                // later, with the same claim, unless this member let go of the slot meanwhile (a stop comes after).
-                service.logger.error("a slot's bridge ended; starting it again", metadata: ["slot": "\(slot)", "error": "\(error)"])
-                let holding = machine.holdings[slot]
-                guard holding == .starting(epoch: epoch) || holding == .serving(epoch: epoch) else { return [] }
-                let (service, post) = (service, post)
-                guard let link = links[slot]?.link else { return [] }
-                chain(slot) {
-                    await service.stopSlot(slot, reason: nil)
-                    try? await Task.sleep(for: .seconds(1))
-                    service.startSlot(slot, epoch: epoch, sharedDevices: link, post: post)
-                }
-                return []
+                service.logger.error("a slot's bridge ended by itself", metadata: ["slot": "\(slot)", "error": "\(error)"])
+                return machine.slotEnded(slot, epoch: epoch, at: now)
             case .released(let slot):
                 return machine.released(slot, at: now)
             case .etcdFailed:
@@ -298,26 +290,31 @@ public final class ClusterService: Service {
             case .keepAlive(let lease):
                 Task {
                     let sentAt = ContinuousClock.now
-                    if let alive = await service.timed("keepalive", { try await store.keepAlive(lease: lease) }) {
+                    if let alive = await service.timed("keepalive", { try await store.keepAlive(lease) }) {
                         post.yield(.keepAliveAnswered(alive: alive, sentAt: sentAt))
                     } else {
                         post.yield(.etcdFailed)
                     }
                 }
             case .register(let lease, let replacing):
+                session?.close()
+                let session = LeaseSession(lease: lease)
+                self.session = session
                 Task {
                     let done: Void? = await service.timed("register") {
-                        if let replacing { try await store.revoke(lease: replacing) }
-                        try await store.put(keys.member(member), value: member, lease: lease)
+                        if let replacing { try await store.revoke(replacing) }
+                        try await store.put(keys.member(member), value: member, in: session)
                     }
                     post.yield(done == nil ? .etcdFailed : .registered)
                 }
             case .load:
                 watcher?.cancel()
-                watcher = Task { await service.watch(post: post) }
+                guard let session else { return }
+                watcher = Task { await service.watch(in: session, post: post) }
             case .claim(let slot, let lease):
+                guard let session, session.lease == lease else { return }
                 chain(slot) {
-                    switch await service.timed("claim", { try await store.create(keys.slot(slot), value: member, lease: lease) }) {
+                    switch await service.timed("claim", { try await store.create(keys.slot(slot), value: member, in: session) }) {
                     case .created(let revision)?:
                         service.logger.info("claimed a slot", metadata: ["slot": "\(slot)", "epoch": "\(revision)"])
                         post.yield(.claimed(slot, epoch: revision))
@@ -328,16 +325,21 @@ public final class ClusterService: Service {
                     }
                 }
             case .release(let slot, let epoch):
+                guard let session else {
+                    post.yield(.released(slot))
+                    return
+                }
+                let retry = machine.policy.retry
                 chain(slot) {
-                    // Tried 8 times over about 8 s: a claim left behind keeps the slot from its new owner only until
-                    // this member's lease ends, which an etcd that fails this long soon brings.
+                    // Tried for the retry policy's patience: a claim left behind keeps the slot from its new owner
+                    // only until this member's lease ends, which an etcd that fails this long soon brings.
                     var deleted = false
-                    for attempt in 0..<8 {
-                        if await service.timed("release", { try await store.delete(keys.slot(slot), createdAt: epoch) }) != nil {
+                    for attempt in 1...retry.triesBeforeGivingUp {
+                        if await service.timed("release", { try await store.delete(keys.slot(slot), createdAt: epoch, in: session) }) != nil {
                             deleted = true
                             break
                         }
-                        try? await Task.sleep(for: .milliseconds(100 << min(attempt, 4)))
+                        try? await Task.sleep(for: retry.delay(after: attempt))
                     }
                     if deleted {
                         service.logger.info("released a slot", metadata: ["slot": "\(slot)", "epoch": "\(epoch)"])
@@ -349,12 +351,13 @@ public final class ClusterService: Service {
                     post.yield(.released(slot))
                 }
             case .startSlot(let slot, let epoch):
+                guard let session else { return }
                 service.metrics.takeovers.increment()
                 // The slot's link exists from here on, so that no news of its devices is missed; what it must know
                 // already waits in it for the processor.
                 let devices = SlotDevices(
-                    slot: slot, store: store, keys: keys, lease: machine.lease ?? 0, logger: service.logger,
-                    metrics: service.metrics, report: { post.yield(.deviceAnswer($0, $1)) })
+                    slot: slot, store: store, keys: keys, session: session, retry: machine.policy.retry,
+                    logger: service.logger, metrics: service.metrics, report: { post.yield(.deviceAnswer($0, $1)) })
                 let link = SharedDeviceLink(send: { devices.send($0) })
                 links[slot] = SlotLink(link: link, devices: devices)
                 link.post(directory.slotStarted(slot).map(\.event))
@@ -367,19 +370,24 @@ public final class ClusterService: Service {
                     await service.stopSlot(slot, reason: reason)
                     // Its etcd requests end beside what comes next: etcd may be unreachable (a fenced slot), and a
                     // slot started again here does not wait for them (a release compares the revision it claimed).
-                    if let devices { Task { await devices.finish() } }
+                    if let devices { Task { await devices.finish(keys: keys) } }
                 }
             case .fence(let until):
                 service.fence.withLock { $0 = until }
                 service.metrics.leaseFresh.record(until == nil ? 0 : 1)
+                if until == nil {
+                    // The lease may be gone: nothing more is done under it.
+                    session?.close()
+                    session = nil
+                }
             case .revokeLease(let lease):
                 if shuttingDown {
                     // The slots stop first: nobody takes them over while this member still publishes for them.
                     for chain in slotChains.values { await chain.value }
-                    _ = await service.timed("revoke") { try await store.revoke(lease: lease) }
+                    _ = await service.timed("revoke") { try await store.revoke(lease) }
                     service.logger.info("left the cluster", metadata: ["lease": "\(lease)"])
                 } else {
-                    Task { _ = await service.timed("revoke") { try await store.revoke(lease: lease) } }
+                    Task { _ = await service.timed("revoke") { try await store.revoke(lease) } }
                 }
             case .finish:
                 for chain in slotChains.values { await chain.value }
@@ -431,7 +439,7 @@ public final class ClusterService: Service {
                         "serving a slot",
                         metadata: [
                             "slot": "\(slot)", "epoch": "\(epoch)",
-                            "start_ms": "\((ContinuousClock.now - started).nanoseconds / 1_000_000)",
+                            "start_ms": "\((ContinuousClock.now - started).wholeMilliseconds)",
                         ])
                     post.yield(.slotStarted(slot, epoch: epoch))
                 })
@@ -449,24 +457,28 @@ public final class ClusterService: Service {
         running.withLock { $0[slot] = RunningSlot(epoch: epoch, service: service, task: task) }
     }
 
-    /// Stops the slot's bridge and waits until it ended (`reason` `nil`: it ended by itself, and restarts).
-    private func stopSlot(_ slot: Int, reason: ClusterStateMachine.StopReason?) async {
+    /// Stops the slot's bridge and waits until it ended.
+    private func stopSlot(_ slot: Int, reason: ClusterStateMachine.StopReason) async {
         guard let running = running.withLock({ $0.removeValue(forKey: slot) }) else { return }
         running.service.stop()
         await running.task.value
-        guard let reason else { return }
         logger.info("stopped a slot", metadata: ["slot": "\(slot)", "epoch": "\(running.epoch)", "reason": "\(reason)"])
     }
 
     // MARK: - etcd
 
-    /// Reads the cluster and watches it from there, reading again whenever the watch breaks, until cancelled.
-    private func watch(post: AsyncStream<Event>.Continuation) async {
-        while !Task.isCancelled {
-            guard let snapshot = await timed("read", { try await self.store.read(prefix: self.keys.prefix) }) else {
-                try? await Task.sleep(for: configuration.policy.retryDelay)
+    /// Reads the cluster and watches it from there, reading again whenever the watch breaks, until cancelled or the
+    /// session closes.
+    private func watch(in session: LeaseSession, post: AsyncStream<Event>.Continuation) async {
+        let retry = configuration.policy.retry
+        var failures = 0
+        while !Task.isCancelled, session.isOurs {
+            guard let snapshot = await timed("read", { try await self.store.read(prefix: self.keys.prefix, in: session) }) else {
+                failures += 1
+                try? await Task.sleep(for: retry.delay(after: failures))
                 continue
             }
+            failures = 0
             var members = Set<String>()
             var claims: [Int: ClusterStateMachine.Claim] = [:]
             var devices = DeviceSnapshot(revision: UInt64(max(0, snapshot.revision)))
@@ -491,7 +503,7 @@ public final class ClusterService: Service {
             } catch {
                 if !Task.isCancelled { logger.warning("the etcd watch broke; reading again", metadata: ["error": "\(error)"]) }
             }
-            try? await Task.sleep(for: configuration.policy.retryDelay)
+            try? await Task.sleep(for: retry.first)
         }
     }
 
@@ -500,7 +512,7 @@ public final class ClusterService: Service {
         let started = ContinuousClock.now
         do {
             let result = try await body()
-            metrics.etcdRoundTrip[call]?.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+            metrics.etcdRoundTrip[call]?.record(duration: ContinuousClock.now - started)
             return result
         } catch {
             metrics.etcdFailures[call]?.increment()
@@ -510,8 +522,3 @@ public final class ClusterService: Service {
     }
 }
 
-extension Duration {
-    var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
-    }
-}

@@ -23,6 +23,9 @@ public enum BridgeAction: Hashable, Sendable {
     case claimDevice(DeviceClaim)
     /// In a cluster: let go of a shared device the slot no longer routes (after the commands before this action).
     case releaseDevice(DeviceRelease)
+    /// More states wait to be published again: once everything before went out, call
+    /// ``BridgeStateMachine/publishingResumed(at:statesAtMost:)`` for the next batch.
+    case continuePublishing
 
     /// The answer to one request.
     public struct Answer: Hashable, Sendable {

@@ -8,8 +8,11 @@ import AccessoryModel
 /// what comes back (postgres-nio's `ConnectionStateMachine` is the model). One owner calls it, one event at a time.
 ///
 /// Its state is a function of the events of its accessories and sources alone, so the accessories of a fleet are
-/// split between several machines in a cluster: one per slot (``ClusterSlot``), each with its own MQTT session, which
-/// refuses the hubs of other slots and says which playing devices' states to read (``BridgeAction/watchSource(_:)``).
+/// split between several machines in a cluster: one per cluster slot (``ClusterSlot``), each with its own MQTT
+/// session, which refuses the hubs of other slots and says which playing devices' states to read
+/// (``BridgeAction/watchSource(_:)``). A slot's machine also holds back what would show a new listing before etcd has
+/// it (its ``ListingGate``): the shell only reports etcd's answers (``sharedDevice(_:at:)``) and runs what comes out,
+/// then what the gate lets go (``nextReleased(at:)``).
 public struct BridgeStateMachine: Sendable {
     /// Limits and timings.
     public struct Policy: Hashable, Sendable {
@@ -45,6 +48,18 @@ public struct BridgeStateMachine: Sendable {
     public let epoch: UInt64
     /// In a cluster, the playing devices the accessories list: the slot reads their states only.
     private var listed: ListedSources?
+    /// In a cluster, what waits until etcd has the slot's new listings.
+    private var gate: ListingGate?
+
+    /// What may wait behind the ``ListingGate``: every event that decides something.
+    enum Event: Sendable {
+        case telemetry(Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, hub: HubID, id: AccessoryID)
+        case controls(Result<AccessoryControls, AccessoryControlError>, id: AccessoryID)
+        case hubStatus(HubID, online: Bool)
+        case sourceReported(SourceReport, source: BluetoothAddress)
+        case sharedDevice(SharedDeviceEvent)
+        case publishingResumed(statesAtMost: Int)
+    }
 
     /// - Parameters:
     ///   - instanceID: distinguishes this run's command ids from other runs'.
@@ -59,6 +74,7 @@ public struct BridgeStateMachine: Sendable {
         self.slot = slot
         self.epoch = epoch
         listed = slot.map { _ in ListedSources() }
+        gate = slot.map { _ in ListingGate() }
         routing = RoutingEngine(
             policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase, epoch: epoch)
     }
@@ -123,13 +139,25 @@ public struct BridgeStateMachine: Sendable {
     }
 
     // MARK: - Events
+    //
+    // Each event that decides something goes through ``receive(_:at:)``: in a cluster's slot, the gate may make it
+    // wait (then it returns nothing now, and the event is decided when ``nextReleased(at:)`` reaches it).
 
     /// One telemetry message from `hub` about accessory `id`: its request, or the error that answers it when the
     /// message could not be read as a request (then with the sequence it carried, or 0 when unreadable).
     ///
     /// Actions: the commands routing issues, the accessory's state when it changed, the answer, the states of other
     /// accessories whose route changed, and a rebirth request when the sequence shows a gap.
+    /// Every telemetry and controls event is answered exactly once (``BridgeAction/answer(_:)``), in the order the
+    /// events came, whether or not it waited: the shell matches answers to its requests in that order.
     public mutating func telemetry(
+        _ request: Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, from hub: HubID,
+        about id: AccessoryID, at now: Timestamp
+    ) -> [BridgeAction] {
+        receive(.telemetry(request, sequence: sequence, hub: hub, id: id), at: now)
+    }
+
+    private mutating func decideTelemetry(
         _ request: Result<AccessoryRequest, AccessoryControlError>, sequence: UInt64, from hub: HubID,
         about id: AccessoryID, at now: Timestamp
     ) -> [BridgeAction] {
@@ -173,6 +201,12 @@ public struct BridgeStateMachine: Sendable {
     public mutating func controls(
         _ request: Result<AccessoryControls, AccessoryControlError>, for id: AccessoryID, at now: Timestamp
     ) -> [BridgeAction] {
+        receive(.controls(request, id: id), at: now)
+    }
+
+    private mutating func decideControls(
+        _ request: Result<AccessoryControls, AccessoryControlError>, for id: AccessoryID, at now: Timestamp
+    ) -> [BridgeAction] {
         var machine = self.machine(for: id)
         let accessory: Accessory
         do {
@@ -192,6 +226,10 @@ public struct BridgeStateMachine: Sendable {
     /// A hub's retained status: its accessories turn stale once it has been offline for ``Policy/hubOfflineGrace``,
     /// and take part again when it is back (one back within the grace changes nothing).
     public mutating func hubStatus(_ hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
+        receive(.hubStatus(hub, online: online), at: now)
+    }
+
+    private mutating func decideHubStatus(_ hub: HubID, online: Bool, at now: Timestamp) -> [BridgeAction] {
         if online {
             hubsOnline.insert(hub)
             if hubsGoingOffline.removeValue(forKey: hub) != nil { return [] }
@@ -229,6 +267,12 @@ public struct BridgeStateMachine: Sendable {
     public mutating func sourceReported(_ report: SourceReport, from source: BluetoothAddress, at now: Timestamp)
         -> [BridgeAction]
     {
+        receive(.sourceReported(report, source: source), at: now)
+    }
+
+    private mutating func decideSourceReport(
+        _ report: SourceReport, from source: BluetoothAddress, at now: Timestamp
+    ) -> [BridgeAction] {
         let output = routing.sourceReported(report, from: source, at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
         var actions = Self.actions(of: output)
@@ -237,8 +281,15 @@ public struct BridgeStateMachine: Sendable {
     }
 
     /// In a cluster, what etcd said about a playing device that accessories of other slots list too: the commands
-    /// of the decisions that waited for it, and the states of the accessories whose route moved.
+    /// of the decisions that waited for it, and the states of the accessories whose route moved. The answer to the
+    /// slot's own listing (``SharedDeviceEvent/listed(_:shared:)``) ends the gate's wait for it; the event itself
+    /// takes its turn. Then call ``nextReleased(at:)`` until it returns `nil`.
     public mutating func sharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> [BridgeAction] {
+        if case .listed(let source, _) = event { gate?.listed(source) }
+        return receive(.sharedDevice(event), at: now)
+    }
+
+    private mutating func decideSharedDevice(_ event: SharedDeviceEvent, at now: Timestamp) -> [BridgeAction] {
         switch event {
         case .shared(let source, _), .listed(let source, _), .heldElsewhere(let source, _),
             .releasedElsewhere(let source):
@@ -255,8 +306,10 @@ public struct BridgeStateMachine: Sendable {
         return actions
     }
 
-    /// Lets time pass: raises the diagnostics that came due and closes resume windows.
+    /// Lets time pass: raises the diagnostics that came due and closes resume windows. While the gate holds, nothing
+    /// comes due: the deadlines wait with the rest (``isHolding``).
     public mutating func tick(at now: Timestamp) -> [BridgeAction] {
+        guard gate?.isHolding != true else { return [] }
         var actions: [BridgeAction] = []
         for owner in agenda.takeDue(at: now) {
             switch owner {
@@ -289,15 +342,20 @@ public struct BridgeStateMachine: Sendable {
         case .sendCommand(let command): routing.commandNotSent(command)
         case .publishState(let state): unpublished.insert(state.accessory.id)
         case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
-        case .answer, .watchSource, .unwatchSource, .noteWorn, .claimDevice, .releaseDevice: break
+        case .answer, .watchSource, .unwatchSource, .noteWorn, .claimDevice, .releaseDevice, .continuePublishing: break
         }
     }
 
     /// Publishing works again — the broker connection is back, or the client's queue that refused messages has room
     /// again: the owed commands that still hold, and at most `limit` of the states that could not be published (in
-    /// order of id). While ``hasUnpublishedStates``, call it again once these went out: a batch at a time, so that
-    /// the states of a whole fleet are never built at once when its queue overflowed.
+    /// order of id). When more states wait, the actions end with ``BridgeAction/continuePublishing``: call it again
+    /// once everything before went out, a batch at a time, so that the states of a whole fleet are never built at
+    /// once when its queue overflowed.
     public mutating func publishingResumed(at now: Timestamp, statesAtMost limit: Int = .max) -> [BridgeAction] {
+        receive(.publishingResumed(statesAtMost: limit), at: now)
+    }
+
+    private mutating func decidePublishingResumed(at now: Timestamp, statesAtMost limit: Int) -> [BridgeAction] {
         let output = routing.reconcile(at: now)
         var actions = Self.actions(of: output)
         if republishing.isEmpty {
@@ -309,11 +367,52 @@ public struct BridgeStateMachine: Sendable {
         // Emptied, it gives back its storage (an id for each state that waited, after an overflow).
         if republishing.isEmpty { republishing = [] }
         publishStates(of: batch, except: nil, into: &actions)
+        if hasUnpublishedStates { actions.append(.continuePublishing) }
         return actions
     }
 
     /// Whether states that could not be published still wait for ``publishingResumed(at:statesAtMost:)``.
     public var hasUnpublishedStates: Bool { !republishing.isEmpty || !unpublished.isEmpty }
+
+    // MARK: - The gate (a cluster's slot)
+
+    /// Whether what comes now waits until etcd has the slot's new listings: the shell runs no deadline and announces
+    /// nothing meanwhile (a single bridge never waits).
+    public var isHolding: Bool { gate?.isHolding ?? false }
+
+    /// What waited behind the gate and goes now, one decision at a time, in order: `nil` while etcd has not confirmed
+    /// every listing, or when nothing waits. Call it after ``sharedDevice(_:at:)`` until it returns `nil`, running
+    /// each batch of actions before asking for the next (so that what could not be sent is known before the next
+    /// decision).
+    public mutating func nextReleased(at now: Timestamp) -> [BridgeAction]? {
+        guard let waiting = gate?.next() else { return nil }
+        switch waiting {
+        case .actions(let actions): return gate!.pass(Array(actions))
+        case .event(let event): return gate!.pass(decide(event, at: now))
+        }
+    }
+
+    /// An event: decided now, or held by the gate until its turn.
+    private mutating func receive(_ event: Event, at now: Timestamp) -> [BridgeAction] {
+        guard gate != nil else { return decide(event, at: now) }
+        guard !gate!.isHolding else {
+            gate!.hold(event)
+            return []
+        }
+        return gate!.pass(decide(event, at: now))
+    }
+
+    private mutating func decide(_ event: Event, at now: Timestamp) -> [BridgeAction] {
+        switch event {
+        case .telemetry(let request, let sequence, let hub, let id):
+            decideTelemetry(request, sequence: sequence, from: hub, about: id, at: now)
+        case .controls(let request, let id): decideControls(request, for: id, at: now)
+        case .hubStatus(let hub, let online): decideHubStatus(hub, online: online, at: now)
+        case .sourceReported(let report, let source): decideSourceReport(report, from: source, at: now)
+        case .sharedDevice(let event): decideSharedDevice(event, at: now)
+        case .publishingResumed(let limit): decidePublishingResumed(at: now, statesAtMost: limit)
+        }
+    }
 
     // MARK: - Restoring
 

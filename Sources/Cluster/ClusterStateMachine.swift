@@ -11,6 +11,8 @@
 /// - Self-fencing: the slots' connections may be made only until ``fenceUntil``: the send time of the last keep-alive
 ///   etcd acknowledged, plus the TTL, less ``Policy/fenceMargin``. Past it, every slot stops before the lease can
 ///   have expired, and the member starts over with a new lease (revoking the old one once etcd answers again).
+/// - Failures: what etcd did not answer is tried again, and a slot whose bridge ended by itself starts again, after the
+///   one ``RetryPolicy`` (``Policy/retry``).
 public struct ClusterStateMachine: Sendable {
     public struct Policy: Hashable, Sendable {
         /// The lease's time to live (etcd's minimum is 2 s).
@@ -19,8 +21,10 @@ public struct ClusterStateMachine: Sendable {
         public var keepAliveInterval: Duration = .milliseconds(500)
         /// How long before the lease could have expired the member stops acting.
         public var fenceMargin: Duration = .milliseconds(500)
-        /// How long after a failed etcd call (grant, register, read) it is tried again.
-        public var retryDelay: Duration = .milliseconds(250)
+        /// How what etcd did not answer is tried again (a grant, a registration, a read, a claim; and, in the
+        /// shell, a slot's requests about its devices and the releases), and how long a slot whose bridge ended by
+        /// itself waits before it starts again: the cluster's one retry policy.
+        public var retry = RetryPolicy()
 
         public init() {}
     }
@@ -31,17 +35,17 @@ public struct ClusterStateMachine: Sendable {
         /// Grant a lease of this TTL; report ``leaseGranted(_:sentAt:at:)`` or ``etcdFailed(at:)``.
         case grantLease(ttl: Duration)
         /// Keep the lease alive; report ``keepAliveAnswered(alive:sentAt:at:)`` or ``etcdFailed(at:)``.
-        case keepAlive(lease: Int64)
+        case keepAlive(lease: Lease)
         /// Put this member's key, bound to the lease, after revoking the lease it `replaces` (one given up while etcd
         /// did not answer: its claims go at once, and its deletion of the member key cannot come after the new put);
         /// report ``registered(at:)`` or ``etcdFailed(at:)``.
-        case register(lease: Int64, replacing: Int64?)
+        case register(lease: Lease, replacing: Lease?)
         /// Read the members and the slots' claims and watch them from there; report ``loaded(members:claims:at:)``
         /// (again whenever the watch had to start over), then each change.
         case load
         /// Claim the slot on the lease (create-if-absent); report ``claimed(_:epoch:at:)`` or
         /// ``claimRefused(_:holder:epoch:at:)`` (``claimFailed(_:at:)`` when etcd did not answer).
-        case claim(slot: Int, lease: Int64)
+        case claim(slot: Int, lease: Lease)
         /// Delete this member's claim of the slot (if it is still the one of `epoch`); report ``released(_:at:)``.
         /// Comes after the slot's ``stopSlot(slot:reason:)``, which the shell finishes first.
         case release(slot: Int, epoch: UInt64)
@@ -49,10 +53,11 @@ public struct ClusterStateMachine: Sendable {
         case startSlot(slot: Int, epoch: UInt64)
         /// Stop serving the slot: close its session, publish nothing more for it.
         case stopSlot(slot: Int, reason: StopReason)
-        /// The slots' connections may be made until this time (`nil`: not at all).
+        /// The slots' connections may be made until this time; `nil`: not at all, and the lease is no longer this
+        /// member's to act under (its ``LeaseSession`` closes).
         case fence(until: Instant?)
         /// End a lease: etcd deletes the keys bound to it at once.
-        case revokeLease(lease: Int64)
+        case revokeLease(lease: Lease)
         /// Nothing more to do: the member left.
         case finish
     }
@@ -64,6 +69,8 @@ public struct ClusterStateMachine: Sendable {
         case fenced
         /// The member shuts down.
         case shutdown
+        /// Its bridge ended by itself (it could not connect for good, say): it starts again after a pause.
+        case failed
 
         public var description: String { rawValue }
     }
@@ -73,6 +80,8 @@ public struct ClusterStateMachine: Sendable {
         case claiming
         case starting(epoch: UInt64)
         case serving(epoch: UInt64)
+        /// Its bridge ended by itself and was stopped: it starts again, with the same claim, at `at`.
+        case restarting(epoch: UInt64, at: Instant)
         case releasing(epoch: UInt64)
     }
 
@@ -90,9 +99,9 @@ public struct ClusterStateMachine: Sendable {
     enum Phase: Hashable, Sendable {
         case idle
         case granting
-        case registering(lease: Int64)
-        case loading(lease: Int64)
-        case running(lease: Int64)
+        case registering(lease: Lease)
+        case loading(lease: Lease)
+        case running(lease: Lease)
         case stopped
     }
 
@@ -106,8 +115,12 @@ public struct ClusterStateMachine: Sendable {
     private var keepAliveInFlight = false
     /// When a failed etcd call (grant, register, read) is tried again.
     private var retryAt: Instant?
+    /// etcd's failures in a row since it last answered: how long the next pause is (``Policy/retry``).
+    private var failures = 0
+    /// How many times in a row each slot's bridge ended by itself: how long its next restart waits.
+    private var slotFailures: [Int: Int] = [:]
     /// A lease given up while etcd did not answer: revoked once it does, which frees the claims bound to it.
-    private var abandonedLease: Int64?
+    private var abandonedLease: Lease?
     /// The live members, as etcd says.
     public private(set) var members: Set<String> = []
     /// Who holds each claimed slot, as etcd says.
@@ -123,7 +136,7 @@ public struct ClusterStateMachine: Sendable {
     }
 
     /// The lease this member acts under, once granted.
-    public var lease: Int64? {
+    public var lease: Lease? {
         switch phase {
         case .registering(let lease), .loading(let lease), .running(let lease): lease
         case .idle, .granting, .stopped: nil
@@ -155,7 +168,8 @@ public struct ClusterStateMachine: Sendable {
 
     /// When ``tick(at:)`` next has something to do.
     public var nextDeadline: Instant? {
-        [nextKeepAlive, retryAt, holdings.isEmpty ? nil : fenceUntil].compactMap { $0 }.min()
+        let restarts = holdings.values.lazy.compactMap { if case .restarting(_, let at) = $0 { at } else { nil } }.min()
+        return [nextKeepAlive, retryAt, holdings.isEmpty ? nil : fenceUntil, restarts].compactMap { $0 }.min()
     }
 
     // MARK: - Events
@@ -167,9 +181,10 @@ public struct ClusterStateMachine: Sendable {
     }
 
     /// etcd granted a lease, asked at `sentAt`.
-    public mutating func leaseGranted(_ lease: Int64, sentAt: Instant, at now: Instant) -> [Action] {
+    public mutating func leaseGranted(_ lease: Lease, sentAt: Instant, at now: Instant) -> [Action] {
         guard phase == .granting else { return [.revokeLease(lease: lease)] }
         phase = .registering(lease: lease)
+        failures = 0
         acknowledgedSentAt = sentAt
         nextKeepAlive = sentAt + policy.keepAliveInterval
         retryAt = nil
@@ -179,6 +194,7 @@ public struct ClusterStateMachine: Sendable {
     public mutating func registered(at now: Instant) -> [Action] {
         guard case .registering(let lease) = phase else { return [] }
         abandonedLease = nil
+        failures = 0
         phase = .loading(lease: lease)
         return [.load]
     }
@@ -191,6 +207,7 @@ public struct ClusterStateMachine: Sendable {
         case .running: break
         case .idle, .granting, .registering, .stopped: return []
         }
+        failures = 0
         self.members = members
         self.claims = claims.filter { (0..<slotCount).contains($0.key) }
         return reconcile()
@@ -238,7 +255,7 @@ public struct ClusterStateMachine: Sendable {
     /// etcd did not answer a claim: tried again at the next change, or the next tick.
     public mutating func claimFailed(_ slot: Int, at now: Instant) -> [Action] {
         if holdings[slot] == .claiming { holdings[slot] = nil }
-        retryAt = retryAt ?? now + policy.retryDelay
+        return etcdFailed(at: now)
         return []
     }
 
@@ -246,7 +263,19 @@ public struct ClusterStateMachine: Sendable {
     public mutating func slotStarted(_ slot: Int, at now: Instant) -> [Action] {
         guard case .starting(let epoch) = holdings[slot] else { return [] }
         holdings[slot] = .serving(epoch: epoch)
+        slotFailures[slot] = nil
         return []
+    }
+
+    /// The slot's bridge of `epoch` ended by itself (it could not connect for good, say): it is stopped, and starts
+    /// again with the same claim after the retry policy's pause (longer each time it ends again before it serves),
+    /// unless this member let go of it meanwhile.
+    public mutating func slotEnded(_ slot: Int, epoch: UInt64, at now: Instant) -> [Action] {
+        guard holdings[slot] == .starting(epoch: epoch) || holdings[slot] == .serving(epoch: epoch) else { return [] }
+        let failures = (slotFailures[slot] ?? 0) + 1
+        slotFailures[slot] = failures
+        holdings[slot] = .restarting(epoch: epoch, at: now + policy.retry.delay(after: failures))
+        return [.stopSlot(slot: slot, reason: .failed)]
     }
 
     /// This member's claim of `slot` is deleted (or was not its own any more).
@@ -269,7 +298,8 @@ public struct ClusterStateMachine: Sendable {
     /// slots go on only while the lease can still be alive.
     public mutating func etcdFailed(at now: Instant) -> [Action] {
         keepAliveInFlight = false
-        retryAt = retryAt ?? now + policy.retryDelay
+        failures += 1
+        retryAt = retryAt ?? now + policy.retry.delay(after: failures)
         return []
     }
 
@@ -295,6 +325,11 @@ public struct ClusterStateMachine: Sendable {
             case .idle, .stopped: break
             }
         }
+        for (slot, holding) in holdings.sorted(by: { $0.key < $1.key }) {
+            guard case .restarting(let epoch, let at) = holding, now >= at else { continue }
+            holdings[slot] = .starting(epoch: epoch)
+            actions.append(.startSlot(slot: slot, epoch: epoch))
+        }
         return actions
     }
 
@@ -304,6 +339,7 @@ public struct ClusterStateMachine: Sendable {
         let lease = self.lease
         var actions = running.map { Action.stopSlot(slot: $0, reason: .shutdown) }
         holdings.removeAll()
+        slotFailures.removeAll()
         phase = .stopped
         nextKeepAlive = nil
         retryAt = nil
@@ -320,7 +356,7 @@ public struct ClusterStateMachine: Sendable {
         holdings.filter {
             switch $0.value {
             case .starting, .serving: true
-            case .claiming, .releasing: false
+            case .claiming, .restarting, .releasing: false
             }
         }.keys.sorted()
     }
@@ -331,6 +367,7 @@ public struct ClusterStateMachine: Sendable {
         if !reachable { abandonedLease = lease }
         var actions = running.map { Action.stopSlot(slot: $0, reason: .fenced) }
         holdings.removeAll()
+        slotFailures.removeAll()
         claims = claims.filter { $0.value.holder != member }
         phase = .granting
         acknowledgedSentAt = nil
@@ -359,6 +396,11 @@ public struct ClusterStateMachine: Sendable {
                 case .starting(let epoch), .serving(let epoch):
                     holdings[slot] = .releasing(epoch: epoch)
                     actions.append(.stopSlot(slot: slot, reason: .handover))
+                    actions.append(.release(slot: slot, epoch: epoch))
+                case .restarting(let epoch, _):
+                    // Stopped already: only its claim is let go.
+                    holdings[slot] = .releasing(epoch: epoch)
+                    slotFailures[slot] = nil
                     actions.append(.release(slot: slot, epoch: epoch))
                 case .claiming, .releasing, nil:
                     break

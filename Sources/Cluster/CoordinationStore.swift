@@ -1,34 +1,36 @@
 /// What a cluster of bridges asks of etcd (docs/scale-out.md): a lease kept alive, keys bound to it, a create-if-absent
-/// claim whose revision is an epoch, a delete that only its claimer can make, a read and a watch of a prefix. The
-/// `Etcd` module's client speaks it to a real etcd; only the pure parts' unit tests use another.
+/// claim whose revision is an epoch, a delete that only its claimer can make, a read and a watch of a prefix. Every
+/// call about keys is made in the member's ``LeaseSession``, and none once the session closed: a member whose lease
+/// may have expired writes nothing. The `Etcd` module's client speaks it to a real etcd.
 public protocol CoordinationStore: Sendable {
-    /// Grants a lease of `ttl` (whole seconds); its id.
-    func grantLease(ttl: Duration) async throws -> Int64
+    /// Grants a lease of `ttl` (whole seconds).
+    func grantLease(ttl: Duration) async throws -> Lease
 
     /// Keeps `lease` alive: `false` when it expired (or was revoked) meanwhile.
-    func keepAlive(lease: Int64) async throws -> Bool
+    func keepAlive(_ lease: Lease) async throws -> Bool
 
     /// Ends `lease` and deletes every key bound to it; a lease already gone is no error.
-    func revoke(lease: Int64) async throws
+    func revoke(_ lease: Lease) async throws
 
-    /// Puts `value` at `key`, bound to `lease`.
-    func put(_ key: String, value: String, lease: Int64) async throws
+    /// Puts `value` at `key`, bound to the session's lease.
+    func put(_ key: String, value: String, in session: LeaseSession) async throws
 
-    /// Creates `key` with `value` on `lease` unless it exists (one transaction).
-    func create(_ key: String, value: String, lease: Int64) async throws -> CreateOutcome
+    /// Creates `key` with `value`, bound to the session's lease, unless it exists (one transaction).
+    func create(_ key: String, value: String, in session: LeaseSession) async throws -> CreateOutcome
 
     /// Deletes `key` if it is still the one created at `revision` (one transaction): whether it did.
-    func delete(_ key: String, createdAt revision: UInt64) async throws -> Bool
+    func delete(_ key: String, createdAt revision: UInt64, in session: LeaseSession) async throws -> Bool
 
     /// The key, if it exists.
-    func get(_ key: String) async throws -> CoordinationEntry?
+    func get(_ key: String, in session: LeaseSession) async throws -> CoordinationEntry?
 
-    /// Runs `transaction` in one step: its writes when every condition holds, else nothing. The revision of the
-    /// writes, or `nil` when a condition failed.
-    func commit(_ transaction: CoordinationTransaction) async throws -> UInt64?
+    /// Runs `transaction` in one step: its writes when every condition holds, else nothing; its puts bound to the
+    /// session's lease or not, as each says (``KeyLifetime``). The revision of the writes, or `nil` when a condition
+    /// failed.
+    func commit(_ transaction: CoordinationTransaction, in session: LeaseSession) async throws -> UInt64?
 
     /// Every key under `prefix`, and the store's revision at that read.
-    func read(prefix: String) async throws -> CoordinationSnapshot
+    func read(prefix: String, in session: LeaseSession) async throws -> CoordinationSnapshot
 
     /// The changes under `prefix` after `revision`, as they happen, a transaction's at a time. The stream ends
     /// (finishes or throws) when the watch breaks: read again, and watch from there.
@@ -63,16 +65,16 @@ public struct CoordinationTransaction: Hashable, Sendable {
         }
     }
 
-    /// A key to put, on `lease` (0: none; it stays until deleted).
+    /// A key to put, with how long it lives (no default: see ``KeyLifetime``).
     public struct Put: Hashable, Sendable {
         public var key: String
         public var value: String
-        public var lease: Int64
+        public var lifetime: KeyLifetime
 
-        public init(key: String, value: String, lease: Int64 = 0) {
+        public init(key: String, value: String, lifetime: KeyLifetime) {
             self.key = key
             self.value = value
-            self.lease = lease
+            self.lifetime = lifetime
         }
     }
 

@@ -48,7 +48,7 @@ public final class EtcdClient: CoordinationStore {
             throw Failure(description: "etcd endpoint '\(endpoint)' must be etcd://host:port, http://… or https://…")
         }
         self.endpoint = endpoint
-        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        self.timeout = TimeAmount(timeout)
         self.logger = logger
         var configuration = HTTPClient.Configuration()
         if let tls {
@@ -72,39 +72,42 @@ public final class EtcdClient: CoordinationStore {
 
     // MARK: - CoordinationStore
 
-    public func grantLease(ttl: Duration) async throws -> Int64 {
+    public func grantLease(ttl: Duration) async throws -> Lease {
         let granted: Gateway.LeaseGranted = try await call(
             "/v3/lease/grant", Gateway.LeaseGrant(TTL: "\(max(2, ttl.components.seconds))"))
-        guard let id = granted.ID.flatMap(Int64.init) else {
+        guard let lease = granted.ID.flatMap(Int64.init).flatMap(Lease.init(id:)) else {
             throw Failure(description: "etcd granted no lease: \(granted.error ?? "no ID in its answer")")
         }
-        return id
+        return lease
     }
 
-    public func keepAlive(lease: Int64) async throws -> Bool {
-        let answer: Gateway.KeepAliveResult = try await call("/v3/lease/keepalive", Gateway.LeaseID(ID: "\(lease)"))
+    public func keepAlive(_ lease: Lease) async throws -> Bool {
+        let answer: Gateway.KeepAliveResult = try await call("/v3/lease/keepalive", Gateway.LeaseID(ID: "\(lease.id)"))
         // A lease that expired or was revoked comes back without its TTL.
         return (answer.result?.TTL.flatMap(Int64.init) ?? 0) > 0
     }
 
-    public func revoke(lease: Int64) async throws {
+    public func revoke(_ lease: Lease) async throws {
         do {
-            let _: Gateway.RangeResponse = try await call("/v3/lease/revoke", Gateway.LeaseID(ID: "\(lease)"))
+            let _: Gateway.RangeResponse = try await call("/v3/lease/revoke", Gateway.LeaseID(ID: "\(lease.id)"))
         } catch let failure as Failure where failure.description.contains("lease not found") {
             // Gone already: expired, or revoked before.
         }
     }
 
-    public func put(_ key: String, value: String, lease: Int64) async throws {
+    public func put(_ key: String, value: String, in session: LeaseSession) async throws {
+        try session.check()
         let _: Gateway.RangeResponse = try await call(
-            "/v3/kv/put", Gateway.Put(key: Gateway.encode(key), value: Gateway.encode(value), lease: "\(lease)"))
+            "/v3/kv/put",
+            Gateway.Put(key: Gateway.encode(key), value: Gateway.encode(value), lease: "\(session.lease.id)"))
     }
 
-    public func create(_ key: String, value: String, lease: Int64) async throws -> CreateOutcome {
+    public func create(_ key: String, value: String, in session: LeaseSession) async throws -> CreateOutcome {
+        try session.check()
         let encoded = Gateway.encode(key)
         let txn = Gateway.Txn(
             compare: [.init(key: encoded, target: "CREATE", result: "EQUAL", create_revision: "0")],
-            success: [.init(request_put: .init(key: encoded, value: Gateway.encode(value), lease: "\(lease)"))],
+            success: [.init(request_put: .init(key: encoded, value: Gateway.encode(value), lease: "\(session.lease.id)"))],
             failure: [.init(request_range: .init(key: encoded))])
         let answer: Gateway.TxnResponse = try await call("/v3/kv/txn", txn)
         if answer.succeeded == true {
@@ -121,7 +124,8 @@ public final class EtcdClient: CoordinationStore {
                 createRevision: existing?.create_revision.flatMap(UInt64.init) ?? 0))
     }
 
-    public func delete(_ key: String, createdAt revision: UInt64) async throws -> Bool {
+    public func delete(_ key: String, createdAt revision: UInt64, in session: LeaseSession) async throws -> Bool {
+        try session.check()
         let encoded = Gateway.encode(key)
         let txn = Gateway.Txn(
             compare: [.init(key: encoded, target: "CREATE", result: "EQUAL", create_revision: "\(revision)")],
@@ -130,12 +134,14 @@ public final class EtcdClient: CoordinationStore {
         return answer.succeeded == true
     }
 
-    public func get(_ key: String) async throws -> CoordinationEntry? {
+    public func get(_ key: String, in session: LeaseSession) async throws -> CoordinationEntry? {
+        try session.check()
         let answer: Gateway.RangeResponse = try await call("/v3/kv/range", Gateway.Range(key: Gateway.encode(key)))
         return answer.kvs?.first.map(Self.entry)
     }
 
-    public func commit(_ transaction: CoordinationTransaction) async throws -> UInt64? {
+    public func commit(_ transaction: CoordinationTransaction, in session: LeaseSession) async throws -> UInt64? {
+        try session.check()
         let compare = transaction.conditions.map { condition in
             // A key that does not exist has a mod revision of 0 to etcd's compare.
             Gateway.Compare(
@@ -145,7 +151,9 @@ public final class EtcdClient: CoordinationStore {
         let writes =
             transaction.puts.map {
                 Gateway.RequestOp(
-                    request_put: .init(key: Gateway.encode($0.key), value: Gateway.encode($0.value), lease: "\($0.lease)"))
+                    request_put: .init(
+                        key: Gateway.encode($0.key), value: Gateway.encode($0.value),
+                        lease: $0.lifetime == .session ? "\(session.lease.id)" : "0"))
             } + transaction.deletes.map { Gateway.RequestOp(request_delete_range: .init(key: Gateway.encode($0))) }
         let answer: Gateway.TxnResponse = try await call(
             "/v3/kv/txn", Gateway.Txn(compare: compare, success: writes, failure: []))
@@ -163,7 +171,8 @@ public final class EtcdClient: CoordinationStore {
             modRevision: kv.mod_revision.flatMap(UInt64.init) ?? 0)
     }
 
-    public func read(prefix: String) async throws -> CoordinationSnapshot {
+    public func read(prefix: String, in session: LeaseSession) async throws -> CoordinationSnapshot {
+        try session.check()
         let answer: Gateway.RangeResponse = try await call(
             "/v3/kv/range", Gateway.Range(key: Gateway.encode(prefix), range_end: Gateway.rangeEnd(of: prefix)))
         let entries = (answer.kvs ?? []).map(Self.entry)

@@ -321,7 +321,7 @@ extension ClientCore {
             state.lifecycle = .closed
             let thread = state.thread
             state.thread = nil
-            if let thread, thread.isCurrent {
+            if let thread, loop.isCurrent {
                 // Cannot join the current thread: it releases libmosquitto itself when its loop ends.
                 thread.detach()
                 state.releaseWhenLoopExits = true

@@ -388,7 +388,7 @@ extension Settings.Setting {
             },
             shown: { settings in
                 let duration = settings[keyPath: path]
-                let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+                let seconds = duration / .seconds(1)
                 return seconds == seconds.rounded() ? "\(Int64(seconds))" : "\(seconds)"
             })
     }

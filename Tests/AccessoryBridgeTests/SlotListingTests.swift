@@ -12,7 +12,7 @@ import Testing
 /// finds every listing there too.
 @Suite struct SlotListingTests {
     final class Requests: Sendable {
-        let all = Mutex<[SharedDeviceLink.Request]>([])
+        let all = Mutex<[SharedDeviceRequest]>([])
     }
 
     let recorder = MessageProcessorTests.Recorder()

@@ -109,6 +109,8 @@ import TestSupport
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let store = try EtcdClient(endpoint: etcd.endpoint, logger: logger)
+        // The test reads etcd as a member would: in a session of its own.
+        let session = LeaseSession(lease: try await store.grantLease(ttl: .seconds(60)))
         let keys = ClusterKeys(cluster: "test")
         let device = try await PlayingDevice(Self.device, broker: broker)
         try device.play(.idle)
@@ -129,14 +131,14 @@ import TestSupport
             paired.append(pairing)
         }
         try await waitUntil("the device is shared by both slots") {
-            (try await store.get(keys.shared(Self.device))).map { ListerSlots(parsing: $0.value).slots.count } == 2
+            (try await store.get(keys.shared(Self.device), in: session)).map { ListerSlots(parsing: $0.value).slots.count } == 2
         }
         /// Puts accessory `index` on (or takes it off) and waits until its worn listing is in etcd (or gone).
         func place(_ index: Int, _ placement: Placement) async throws {
             try await hubs[index].report(placement: placement, for: paired[index])
             let worn = placement != .offHead
             try await waitUntil("\(accessories[index]) \(worn ? "listed" : "no longer listed") as worn") {
-                (try await store.get(keys.worn(Self.device, by: accessories[index])) != nil) == worn
+                (try await store.get(keys.worn(Self.device, by: accessories[index]), in: session) != nil) == worn
             }
         }
 

@@ -122,9 +122,13 @@ import Testing
 
     @Test mutating func failedCallsAreTriedAgain() {
         #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        // The retry policy's first pause, then twice as long while etcd keeps failing.
         #expect(machine.etcdFailed(at: now) == [])
-        #expect(machine.tick(at: at(.milliseconds(100))) == [])
-        #expect(machine.tick(at: at(.milliseconds(250))) == [.grantLease(ttl: .seconds(2))])
+        #expect(machine.tick(at: at(.milliseconds(99))) == [])
+        #expect(machine.tick(at: at(.milliseconds(100))) == [.grantLease(ttl: .seconds(2))])
+        #expect(machine.etcdFailed(at: now) == [])
+        #expect(machine.tick(at: at(.milliseconds(299))) == [])
+        #expect(machine.tick(at: at(.milliseconds(300))) == [.grantLease(ttl: .seconds(2))])
         _ = machine.leaseGranted(7, sentAt: now, at: now)
         #expect(machine.etcdFailed(at: now) == [])
         #expect(machine.tick(at: at(.milliseconds(500))).contains(.register(lease: 7, replacing: nil)))
@@ -138,5 +142,38 @@ import Testing
     @Test mutating func aGrantThatComesLateIsRevoked() {
         _ = join()
         #expect(machine.leaseGranted(99, sentAt: now, at: now) == [.revokeLease(lease: 99)])
+    }
+
+    @Test mutating func aSlotWhoseBridgeEndedIsStoppedAndStartedAgainAfterTheRetryPolicysPause() {
+        _ = join()
+        let retry = machine.policy.retry
+        #expect(machine.claimed(2, epoch: 20, at: now) == [.startSlot(slot: 2, epoch: 20)])
+        _ = machine.slotStarted(2, at: now)
+        #expect(machine.slotEnded(2, epoch: 20, at: now) == [.stopSlot(slot: 2, reason: .failed)])
+        #expect(machine.slotEnded(2, epoch: 20, at: now) == [], "once")
+        #expect(machine.slotEnded(3, epoch: 99, at: now) == [], "not a slot it runs")
+        #expect(machine.nextDeadline! <= now + retry.delay(after: 1))
+        let start = now
+        #expect(!machine.tick(at: at(retry.delay(after: 1) - .milliseconds(1))).contains(.startSlot(slot: 2, epoch: 20)))
+        #expect(machine.tick(at: start + retry.delay(after: 1)).contains(.startSlot(slot: 2, epoch: 20)), "same claim")
+        // Ended again before it served: it waits twice as long.
+        #expect(machine.slotEnded(2, epoch: 20, at: now) == [.stopSlot(slot: 2, reason: .failed)])
+        let again = now
+        #expect(!machine.tick(at: again + retry.delay(after: 1)).contains(.startSlot(slot: 2, epoch: 20)))
+        #expect(machine.tick(at: again + retry.delay(after: 2)).contains(.startSlot(slot: 2, epoch: 20)))
+    }
+
+    @Test mutating func aSlotWaitingToStartAgainIsHandedOverByReleasingItsClaim() {
+        _ = join()
+        for slot in 0..<12 {
+            _ = machine.claimed(slot, epoch: UInt64(100 + slot), at: now)
+            _ = machine.slotStarted(slot, at: now)
+        }
+        let moving = Self.slots(of: "b", among: ["a", "b"])
+        _ = machine.slotEnded(moving[0], epoch: UInt64(100 + moving[0]), at: now)
+        let actions = machine.memberJoined("b", at: now)
+        #expect(actions.contains(.release(slot: moving[0], epoch: UInt64(100 + moving[0]))))
+        #expect(!actions.contains(.stopSlot(slot: moving[0], reason: .handover)), "stopped already")
+        #expect(!machine.tick(at: at(.milliseconds(200))).contains { if case .startSlot = $0 { true } else { false } })
     }
 }

@@ -37,7 +37,7 @@ final class QueueOverflow: @unchecked Sendable {
             "the outbound queue has room again",
             metadata: [
                 "refused": "\(refused)",
-                "duration_ms": "\((ContinuousClock.now - since).nanoseconds / 1_000_000)",
+                "duration_ms": "\((ContinuousClock.now - since).wholeMilliseconds)",
             ])
         refused = 0
         self.since = nil

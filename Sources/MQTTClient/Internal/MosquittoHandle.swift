@@ -119,9 +119,3 @@ func keepAliveSeconds(_ keepAlive: Duration) -> Int32 {
     Int32(clamping: max(5, min(Int64(UInt16.max), keepAlive.components.seconds)))
 }
 
-extension Duration {
-    /// Whole milliseconds, rounded toward zero.
-    var wholeMillisecondsRoundedDown: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

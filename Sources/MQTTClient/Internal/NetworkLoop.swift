@@ -19,12 +19,12 @@ import Darwin
 extension ClientCore {
     /// Runs until the state machine says the loop ends (a stop, then the DISCONNECT out or its time up).
     func runNetworkLoop() {
-        loop.thread = pthread_self()
+        loop.state.claim()
         loop.handler?.started()
         if let publishing {
             // This thread runs the publishing session too: what the handler publishes is written by it, after each
             // packet, with no other thread to wake (two threads cost the bridge 13-18 µs per report).
-            publishing.loop.thread = pthread_self()
+            publishing.loop.state.claim()
             loop.link = PublishingLink(publishing)
             loop.link?.start()
         }
@@ -66,8 +66,17 @@ extension ClientCore {
         var wait: Duration = .seconds(1)
         if let handlerWait = loop.handler?.timeUntilWake() { wait = min(wait, handlerWait) }
         if let deadline = loop.machine.nextDeadline { wait = min(wait, deadline - .now) }
-        return Int32(clamping: max(0, (wait + .microseconds(999)).wholeMillisecondsRoundedDown))
+        return pollMilliseconds(wait)
     }
+}
+
+/// `poll`'s timeout for a wait: whole milliseconds, rounded up (a wake-up never comes early), from 0 to `Int32.max`.
+func pollMilliseconds(_ wait: Duration) -> Int32 {
+    let milliseconds = (wait / .milliseconds(1)).rounded(.up)
+    return milliseconds >= Double(Int32.max) ? .max : Int32(max(0, milliseconds))
+}
+
+extension ClientCore {
 
     /// Calls the handler's `wake()` when its wake-up time came.
     private func wakeHandlerIfDue() {

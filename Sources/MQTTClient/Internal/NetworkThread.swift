@@ -6,8 +6,8 @@ import Musl
 import Darwin
 #endif
 
-/// A joinable OS thread for libmosquitto's network loop, which blocks (in `select` and in the TCP connect) and
-/// so must not run on Swift's cooperative pool.
+/// A joinable OS thread for libmosquitto's network loop, which blocks (in `poll` and in the TCP connect) and so must
+/// not run on Swift's cooperative pool. Whether the caller is that thread is its session's ``LoopContext/isCurrent``.
 // @unchecked Sendable: `pthread_t` is a plain identifier; ClientCore hands it out exactly once (under its Mutex)
 // to the one caller that joins or detaches it.
 struct NetworkThread: @unchecked Sendable {
@@ -32,11 +32,6 @@ struct NetworkThread: @unchecked Sendable {
         #else
         return NetworkThread(thread: thread)
         #endif
-    }
-
-    /// Whether the caller runs on this thread (and so must not join it).
-    var isCurrent: Bool {
-        pthread_equal(pthread_self(), thread) != 0
     }
 
     /// Waits for the thread to end.

@@ -75,7 +75,7 @@ extension ClientCore {
             loop.pausedSince = nil
             logger.debug(
                 "MQTT reading resumed",
-                metadata: ["mqtt.paused_ms": "\((ContinuousClock.now - pausedSince).wholeMillisecondsRoundedDown)"])
+                metadata: ["mqtt.paused_ms": "\(Int((ContinuousClock.now - pausedSince) / .milliseconds(1)))"])
             return true
         }
         guard ContinuousClock.now - pausedSince >= configuration.keepAlive / 2 else { return false }
@@ -124,9 +124,7 @@ final class PublishingLink {
 
     /// How long `poll` may wait before the state machine has something to do (an attempt, a DISCONNECT's time up).
     func millisecondsUntilDeadline() -> Int32? {
-        core.loop.machine.nextDeadline.map {
-            Int32(clamping: max(0, ($0 - .now + .microseconds(999)).wholeMillisecondsRoundedDown))
-        }
+        core.loop.machine.nextDeadline.map { pollMilliseconds($0 - .now) }
     }
 
     /// After `poll`: reads what arrived (acknowledgements), writes what waits, keeps the connection alive.

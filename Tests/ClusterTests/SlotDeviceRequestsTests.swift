@@ -1,0 +1,121 @@
+import AccessoryModel
+import Cluster
+import Testing
+
+/// A slot's requests about its playing devices as a pure state machine: each request's calls and what it came to,
+/// with etcd's replies given by the test. Who may take a shared device from whom is decided here, without a store.
+@Suite struct SlotDeviceRequestsTests {
+    static let keys = ClusterKeys(cluster: "c")
+    static let phone = BluetoothAddress("12:34:56:78:9A:BC")!
+    static let headphones = AccessoryID("headphones")!
+    var machine = SlotDeviceRequests(slot: 3, keys: keys, retry: RetryPolicy())
+
+    static func entry(_ key: String, _ value: String, revision: UInt64) -> CoordinationEntry {
+        CoordinationEntry(key: key, value: value, createRevision: revision, modRevision: revision)
+    }
+
+    /// The holder key's compare-and-swap that a claim ends with.
+    static func take(after revision: UInt64, wornRevision: UInt64 = 0) -> SlotDeviceRequests.Step {
+        let key = keys.holder(phone)
+        return .call(
+            .commit(
+                .init(
+                    conditions: [.init(key: key, modRevision: revision)],
+                    puts: [.init(key: key, value: "3/\(wornRevision)/headphones", lifetime: .session)])))
+    }
+
+    @Test(arguments: [
+        // (kind, holder's slot, holder's put-on revision, this accessory's put-on revision, may take)
+        (DeviceClaim.Kind.takeOver, 5, 900, 100, true),
+        (.ifFree, 5, 0, 100, false),
+        (.ifFree, 3, 0, 100, true),
+        (.mostRecentlyWorn, 5, 90, 100, true),
+        (.mostRecentlyWorn, 5, 100, 100, false),
+        (.mostRecentlyWorn, 5, 110, 100, false),
+        (.mostRecentlyWorn, 3, 110, 100, true),
+    ])
+    func whoMayTakeADeviceFromWhom(kind: DeviceClaim.Kind, holderSlot: Int, holderWorn: UInt64, worn: UInt64, may: Bool) {
+        let holder = DeviceHolder(slot: holderSlot, wornRevision: holderWorn, accessory: "earbuds")
+        #expect(kind.mayTake(from: holder, by: 3, wornRevision: worn) == may)
+    }
+
+    @Test mutating func aListingAddsTheSlotToTheListersAndMarksTheDeviceSharedAtTwo() {
+        let listers = Self.keys.listers(Self.phone)
+        #expect(machine.start(.listed(Self.phone)) == .call(.get(listers)))
+        let step = machine.replied(.entry(Self.entry(listers, "7", revision: 40)))
+        #expect(
+            step
+                == .call(
+                    .commit(
+                        .init(
+                            conditions: [.init(key: listers, modRevision: 40)],
+                            puts: [
+                                .init(key: listers, value: "3,7", lifetime: .untilDeleted),
+                                .init(key: Self.keys.shared(Self.phone), value: "3,7", lifetime: .untilDeleted),
+                            ]))))
+        // Another slot wrote it meanwhile: read again.
+        #expect(machine.replied(.committed(nil)) == .call(.get(listers)))
+        _ = machine.replied(.entry(Self.entry(listers, "7", revision: 41)))
+        #expect(machine.replied(.committed(42)) == .done(.listed(Self.phone, listers: [3, 7], revision: 42)))
+    }
+
+    @Test mutating func anIfFreeClaimIsRefusedByAnotherSlotsHolder() {
+        #expect(machine.start(.claim(.init(source: Self.phone, accessory: Self.headphones, kind: .ifFree)))
+            == .call(.get(Self.keys.holder(Self.phone))))
+        let holder = DeviceHolder(slot: 5, wornRevision: 0, accessory: "earbuds")
+        #expect(machine.replied(.entry(Self.entry(Self.keys.holder(Self.phone), holder.description, revision: 77)))
+            == .done(.refused(Self.phone, holder, revision: 77)))
+        #expect(machine.held.isEmpty)
+    }
+
+    @Test mutating func aPutOnTakesTheDeviceOverAndHoldsItAtTheRevisionWritten() {
+        _ = machine.start(.claim(.init(source: Self.phone, accessory: Self.headphones, kind: .takeOver)))
+        let holder = DeviceHolder(slot: 5, wornRevision: 0, accessory: "earbuds")
+        #expect(machine.replied(.entry(Self.entry(Self.keys.holder(Self.phone), holder.description, revision: 77)))
+            == Self.take(after: 77))
+        #expect(machine.replied(.committed(80))
+            == .done(.claimed(Self.phone, DeviceHolder(slot: 3, wornRevision: 0, accessory: "headphones"), revision: 80)))
+        #expect(machine.held == [Self.phone: 80])
+        // Let go: the holder key is deleted if it is still the one written.
+        _ = machine.start(.release(.init(source: Self.phone, epoch: 80)))
+        #expect(machine.held.isEmpty)
+    }
+
+    @Test mutating func aRule6ClaimStandsBackForALaterPutOnElsewhereAndTakesFromAnEarlierOne() {
+        // This slot's accessory was put on at revision 100.
+        let worn = WornListing(accessory: Self.headphones, source: Self.phone, isWorn: true)
+        _ = machine.start(.worn(worn))
+        #expect(machine.replied(.committed(100)) == .done(nil))
+        let claim = DeviceClaim(source: Self.phone, accessory: Self.headphones, kind: .mostRecentlyWorn)
+        let prefix = Self.keys.wornListings(Self.phone)
+        let mine = Self.entry(Self.keys.worn(Self.phone, by: Self.headphones), "3", revision: 100)
+
+        // Another slot's accessory was put on later: stand back.
+        #expect(machine.start(.claim(claim)) == .call(.read(prefix: prefix)))
+        let later = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("earbuds")!), "5", revision: 120)
+        #expect(machine.replied(.snapshot(.init(entries: [mine, later], revision: 120))) == .done(.withdrawn(Self.phone)))
+
+        // Ours is the latest: it takes the device from a holder put on earlier.
+        _ = machine.start(.claim(claim))
+        let earlier = DeviceHolder(slot: 5, wornRevision: 90, accessory: "earbuds")
+        #expect(machine.replied(.snapshot(.init(entries: [mine], revision: 120))) == .call(.get(Self.keys.holder(Self.phone))))
+        #expect(machine.replied(.entry(Self.entry(Self.keys.holder(Self.phone), earlier.description, revision: 95)))
+            == Self.take(after: 95, wornRevision: 100))
+    }
+
+    @Test mutating func whatEtcdDoesNotAnswerIsTriedAgainWithBackoffButAReleaseGivesUp() {
+        let retry = machine.retry
+        let get = SlotDeviceRequests.Call.get(Self.keys.listers(Self.phone))
+        _ = machine.start(.listed(Self.phone))
+        #expect(machine.failed() == .retry(get, after: retry.delay(after: 1)))
+        #expect(machine.failed() == .retry(get, after: retry.delay(after: 2)))
+        #expect(retry.delay(after: 2) == retry.first * 2)
+        _ = machine.replied(.entry(nil))
+        _ = machine.replied(.committed(9))
+
+        _ = machine.start(.release(.init(source: Self.phone, epoch: 80)))
+        var steps = 0
+        while case .retry = machine.failed() { steps += 1 }
+        #expect(steps == retry.triesBeforeGivingUp - 1, "then it gives up: the key goes with the lease")
+    }
+}
