@@ -39,7 +39,7 @@
 ///     pinned source is its only candidate: another one routed to it is paused, and the pinned one routed if active
 ///     (``SwitchCommand/Reason/controlsChanged``); unpinned, the other connected sources are candidates again.
 ///
-/// Each rule is one function in "Rules" below, named after what happens (README's "Routing" maps them), and goes
+/// Each rule is one function in "Rules" below, named after what happens (docs/routing.md maps them), and goes
 /// through the primitives `route`, `unroute` and `issue` (rules 3, 9 and 10); ``RoutingTable`` stores the accessories
 /// and sources and decides nothing.
 ///
@@ -508,7 +508,7 @@ public struct RoutingEngine: Sendable {
 
     // MARK: - Rules
     //
-    // One function per rule of README's "Routing" (and of the list above), named after what happens, in the rules'
+    // One function per rule of docs/routing.md (and of the list above), named after what happens, in the rules'
     // order; the primitives below hold rules 3, 9 and 10, which every other rule goes through.
 
     /// Rule 1: a new accessory is kept only when it takes part (registered, with `.audioSwitching`, not stale):
