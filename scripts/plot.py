@@ -15,7 +15,7 @@ A data file is CSV. Its leading lines starting with '#' are settings, one 'key: 
 
 then a header row (the x column's name, then one name per series) and one row per x. An empty cell is a figure that
 was not measured: a line skips it, a bar is left out. The output depends only on the file, so that a second run
-writes the same bytes.
+writes the same bytes (scripts/check-docs.sh checks that the committed SVGs are current).
 """
 
 import csv
