@@ -193,7 +193,7 @@ soak: deps .build-e2e/loadgen
 	$(E2E_CBUILD)
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The C hub SDK (Sources/CAudioHub, README "For hub firmware"), built by plain make with the compiler firmware authors
+# The C hub SDK (Sources/CAudioHub, docs/hub-sdk.md), built by plain make with the compiler firmware authors
 # use: libaudiohub.a, libaudiohub.so and audiohub.pc in .build-hub/, the generated protobuf-c code compiled in.
 
 HUB_CC      ?= cc

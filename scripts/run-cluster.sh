@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run-cluster`: a cluster of bridges on one machine, for people to try it (README, "Running a cluster"):
+# `make run-cluster`: a cluster of bridges on one machine, for people to try it (docs/cluster.md):
 # mosquitto from deploy/mosquitto/dev.conf (port 1883 or the next free one), a single-node etcd (port 2379 or the next
 # free pair), and three bridges (members b1, b2, b3; /metrics and /health on ports 9464-9466) sharing SLOTS (12)
 # slots. The logs (bridges, broker, etcd) go to .build/run-cluster/. Ctrl-C stops the bridges (gracefully), etcd and

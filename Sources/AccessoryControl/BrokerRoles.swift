@@ -8,7 +8,7 @@ import Synchronization
 /// The broker's users and their roles (``BrokerRole``), through mosquitto's dynamic security plugin: its JSON commands
 /// go to `$CONTROL/dynamic-security/v1`, and its answers come back on `$CONTROL/dynamic-security/v1/response`. Every
 /// change applies at once, while the broker runs. Log in as the plugin's admin (`mosquitto_ctrl dynsec init` makes
-/// one; README, "Securing the broker").
+/// one; docs/security.md).
 ///
 /// Every role may subscribe to any filter, and reads only what ``BrokerRole/reads`` says: the same semantics as
 /// deploy/mosquitto/acl, so that a client behaves the same under either.

@@ -496,7 +496,7 @@ extension RoutingEngineTests {
     }
 }
 
-/// Rule 11, one test per row of the README's table: what a call displaced comes back when the call ends, as Apple's
+/// Rule 11, one test per row of docs/routing.md's table: what a call displaced comes back when the call ends, as Apple's
 /// "Playing audio" guidance has it for a resumable interruption; a nonresumable one brings nothing back.
 @Suite struct InterruptionTests {
     let phone = Fixture.phone

@@ -3,32 +3,37 @@ import Foundation
 import SwiftProtobuf
 import Testing
 
-/// The README's JSON examples are part of the contract people copy: each must decode, strictly (no unknown field),
-/// as the message its code block names.
+/// The JSON examples of README.md and docs/ (docs/wire-contract.md has them) are part of the contract people copy:
+/// each must decode, strictly (no unknown field), as the message its code block names.
 @Suite struct ReadmeExamplesTests {
     struct Example: CustomTestStringConvertible, Sendable {
         var message: String
         var json: String
+        var file: String
         var line: Int
-        var testDescription: String { "\(message) at README.md:\(line)" }
+        var testDescription: String { "\(message) at \(file):\(line)" }
     }
 
-    /// Code blocks opened with ```` ```json audioaccessory.v1.Message ````.
+    /// Code blocks opened with ```` ```json audioaccessory.v1.Message ````, in README.md and every docs/*.md.
     static let examples: [Example] = {
-        guard let readme = try? RepositoryFiles.text("README.md") else { return [] }
+        guard let files = try? RepositoryFiles.markdownFiles() else { return [] }
         var examples: [Example] = []
-        var current: (message: String, line: Int, lines: [Substring])?
-        for (number, line) in readme.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if var open = current {
-                if line.hasPrefix("```") {
-                    examples.append(Example(message: open.message, json: open.lines.joined(separator: "\n"), line: open.line))
-                    current = nil
-                } else {
-                    open.lines.append(line)
-                    current = open
+        for file in files {
+            guard let text = try? RepositoryFiles.text(file) else { continue }
+            var current: (message: String, line: Int, lines: [Substring])?
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                if var open = current {
+                    if line.hasPrefix("```") {
+                        examples.append(Example(
+                            message: open.message, json: open.lines.joined(separator: "\n"), file: file, line: open.line))
+                        current = nil
+                    } else {
+                        open.lines.append(line)
+                        current = open
+                    }
+                } else if line.hasPrefix("```json ") {
+                    current = (String(line.dropFirst("```json ".count)), number + 1, [])
                 }
-            } else if line.hasPrefix("```json ") {
-                current = (String(line.dropFirst("```json ".count)), number + 1, [])
             }
         }
         return examples
@@ -37,7 +42,7 @@ import Testing
     static let types: [String: any SwiftProtobuf.Message.Type] = Dictionary(
         WireSamples.all.map { (type(of: $0.message).protoMessageName, type(of: $0.message)) }, uniquingKeysWith: { a, _ in a })
 
-    @Test func theReadmeHasExamplesOfEveryMessageAPersonPublishesOrReads() {
+    @Test func theDocsHaveExamplesOfEveryMessageAPersonPublishesOrReads() {
         let named = Set(Self.examples.map(\.message))
         #expect(named.isSuperset(of: [
             "audioaccessory.v1.AccessoryTelemetry", "audioaccessory.v1.RequestResult", "audioaccessory.v1.AccessoryState",

@@ -34,7 +34,7 @@ import TestSupport
     /// Why the answers to one request disagree, or `nil` when they agree. A request may be answered more than once:
     /// the hub resends what it has no answer to, and the broker delivers again what a killed bridge had handled but
     /// not yet acknowledged to it (the next bridge logs "duplicate telemetry" for it). A later answer is then a
-    /// duplicate (README, "For hub authors"): it carries the current state and repeats the original outcome, or says
+    /// duplicate (docs/wire-contract.md, "For hub authors"): it carries the current state and repeats the original outcome, or says
     /// it is no longer kept. What must never happen: two original answers that differ, or outcomes that contradict.
     static func disagreement(_ answers: [[UInt8]]) throws -> String? {
         let results = try answers.map {

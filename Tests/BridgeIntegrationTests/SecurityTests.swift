@@ -478,7 +478,7 @@ import Darwin
         for client in [observer, device, hub] { await client.close() }
     }
 
-    /// The ACL file's limit, as its comments and the README say: a pattern gives a device's user name the rights of
+    /// The ACL file's limit, as its comments and docs/security.md say: a pattern gives a device's user name the rights of
     /// the hub of that id as well. (The roles above close it.)
     @Test func theACLFileLetsADeviceSpeakAsTheHubOfItsAddress() async throws {
         let secure = try await SecureBroker(access: .aclFile)
@@ -818,7 +818,7 @@ extension SecurityTests {
             if access == .roles { try await provision() }
         }
 
-        /// The roles and users, as the README's set-up makes them: `roles init`, then a user for each.
+        /// The roles and users, as docs/security.md's set-up makes them: `roles init`, then a user for each.
         private func provision() async throws {
             var mqtt = MQTTConfiguration(clientID: "admin-\(UUID().uuidString.prefix(8))")
             configure(&mqtt, as: observer)
@@ -855,7 +855,7 @@ extension SecurityTests {
         }
     }
 
-    /// `mosquitto_ctrl dynsec init`, as the README says to run it (the password on standard input, twice): the
+    /// `mosquitto_ctrl dynsec init`, as docs/security.md says to run it (the password on standard input, twice): the
     /// plugin's file in `directory`, with its admin.
     static func initDynamicSecurity(in directory: URL, admin: String, password: String) async throws -> URL {
         let file = directory.appendingPathComponent("dynsec.json")

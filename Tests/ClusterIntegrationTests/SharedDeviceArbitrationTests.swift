@@ -17,7 +17,7 @@ import TestSupport
 @Suite(.serialized) struct SharedDeviceArbitrationTests {
     static let device = BluetoothAddress("5A:33:00:00:00:01")!
 
-    /// A playing device as the README's contract has it: it applies a command whose (epoch, sequence) is above the
+    /// A playing device as docs/wire-contract.md has it: it applies a command whose (epoch, sequence) is above the
     /// last it applied, and reports its state (retained) after each.
     final class PlayingDevice: Sendable {
         let address: BluetoothAddress

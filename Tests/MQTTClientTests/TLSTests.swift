@@ -5,7 +5,7 @@ import TestSupport
 
 /// TLS against a real mosquitto TLS listener, with certificates from deploy/mosquitto/make-certs.sh.
 @Suite struct TLSTests {
-    /// A throw-away CA, server and client certificates, made by the script the README gives to people.
+    /// A throw-away CA, server and client certificates, made by the script docs/running.md gives to people.
     static func certificates() async throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -1,7 +1,7 @@
 import AccessoryModel
 
 /// What each kind of client may do on the broker: the one table the broker's roles are made from (mosquitto's dynamic
-/// security plugin, set up by `accessoryctl roles`), and which the README's "Securing the broker" shows.
+/// security plugin, set up by `accessoryctl roles`), and which docs/security.md shows.
 /// deploy/mosquitto/acl writes the same rules with `pattern` lines, with the limit that patterns have (a device's user
 /// name is also a valid hub id).
 ///

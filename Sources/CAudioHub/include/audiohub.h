@@ -3,7 +3,7 @@
  *
  * A hub reports what its audio accessories do -- pairing, registration, placement, the Bluetooth sources they are
  * connected to -- to the bridge, over MQTT 5 through a mosquitto broker. This library does everything the wire
- * contract asks of a hub (README.md, "The wire contract" and "For hub authors"):
+ * contract asks of a hub (docs/wire-contract.md, and its "For hub authors"):
  *
  * - the topics and the protobuf messages, with MQTT 5 request/response: every request carries a response topic of
  *   this connection and its request id as correlation data, and the bridge's RequestResult comes back there;
