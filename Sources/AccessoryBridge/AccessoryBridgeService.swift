@@ -158,6 +158,8 @@ public final class AccessoryBridgeService: Service {
         await untilStopped()
 
         logger.info("shutting down")
+        // A broker that goes away now (stopped beside the bridge) is no reason to reconnect.
+        client.drain()
         _ = try? client.publish(offlineStatus())
         await beacon?.stop()
     }

@@ -6,8 +6,8 @@ import CMalloc
 ///
 /// A burst — a fleet's set-up, the backlog after an outage, a restart, the outbound queue filling — leaves freed
 /// chunks between live ones. glibc keeps them for reuse and returns only the top of its heap on its own, so they
-/// count in the bridge's RSS long after the burst. `malloc_trim(0)` hands their pages back. Measured with
-/// `make bench-memory`'s load at 200,000 accessories, idle: RSS 166 MB before, 117 MB after.
+/// count in the bridge's RSS long after the burst. `malloc_trim(0)` hands their pages back (what that is worth:
+/// docs/performance-history.md, "The heap trimmer").
 ///
 /// The decision is made once per statistics interval (``intervalEnded()``): trim after the first interval without a
 /// message that follows a busy one, never while messages arrive (the pages would be faulted in again at once).

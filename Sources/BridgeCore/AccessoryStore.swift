@@ -21,8 +21,8 @@ struct AccessoryStore: Sendable {
     private var pinnedSources = SparseTable<Int32, BluetoothAddress>()
     private var wideCapabilities = SparseTable<Int32, StoredAccessory.WideCapabilities>()
     /// How many accessories are in each registration, and how many routing counts as worn: kept as accessories are
-    /// saved, so that the statistics read them without a walk over every accessory (a million at a fleet's scale, on
-    /// the network thread: 37-53 ms every 10 s).
+    /// saved, so that the statistics read them without a walk over every accessory on the network thread (a million at
+    /// a fleet's scale: docs/performance-history.md, "Counts kept as the store changes").
     private(set) var registrations = CaseCounts<Registration>()
     private(set) var wornCount = 0
 

@@ -193,6 +193,14 @@ public final class MQTTClient: Sendable {
         core.publisher.state.withLock { $0.pending.count }
     }
 
+    /// Stops reopening the connection, as a shutdown begins: it stays open for what is still to be published and
+    /// acknowledged, but one that ends from now on (the broker going away first) ends the client, and that is no
+    /// failure (``MQTTEvent/disconnected(_:)`` with `nil`). ``disconnect()`` does this first. Callable from any
+    /// thread.
+    public func drain() {
+        for session in core.sessions { session.drain() }
+    }
+
     /// Waits (up to two seconds) until the broker has acknowledged every QoS > 0 message published so far, then sends
     /// DISCONNECT (the broker does not publish the will) and stops reconnecting.
     ///
@@ -200,6 +208,7 @@ public final class MQTTClient: Sendable {
     /// 2.0 treats an acknowledgement that arrives after its DISCONNECT was requested as a protocol error and drops
     /// the connection without sending it, so the broker would publish the will.)
     public func disconnect() async {
+        drain()
         let publisher = core.publisher
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.waitUntilAcknowledged() }
@@ -240,7 +249,7 @@ extension ClientCore {
             switch state.lifecycle {
             case .idle:
                 break
-            case .running:
+            case .running, .draining:
                 throw MQTTError.invalidArgument("the client is already started")
             case .stopped:
                 throw MQTTError.invalidArgument("the client was disconnected; a client starts only once")
@@ -294,7 +303,7 @@ extension ClientCore {
     func stop() async {
         let (waiters, running) = state.withLock { state in
             switch state.lifecycle {
-            case .idle, .running:
+            case .idle, .running, .draining:
                 state.lifecycle = .stopped
             case .stopped, .closed:
                 break
@@ -342,6 +351,17 @@ extension ClientCore {
         closing.thread?.join()
         release()
         logger.debug("MQTT client closed")
+    }
+
+    /// The client drains before it stops: the network thread keeps the connection for the acknowledgements, but does
+    /// not reopen one that ends.
+    func drain() {
+        let draining = state.withLock { state in
+            guard state.lifecycle == .running else { return false }
+            state.lifecycle = .draining
+            return true
+        }
+        if draining { wakePipe.signal() }
     }
 
     /// Wakes the network thread from its `poll`: it sees the stop, and its state machine sends DISCONNECT and ends.

@@ -38,7 +38,7 @@ public struct MQTTConfiguration: Sendable {
     /// The send window: the most QoS > 0 messages in flight towards the broker at once, 1...65535 (also MQTT 5's
     /// "send maximum"). The client holds the rest, in order, and hands them to libmosquitto as acknowledgements come
     /// back: libmosquitto walks its whole list of outgoing messages on every acknowledgement, so a wide window costs
-    /// time per message (measured with `make bench-e2e`: 100 in flight gave 2.9 times the throughput of 8,192).
+    /// time per message (docs/performance-history.md, "The MQTT client's send window").
     public var maximumInflightMessages: Int = 100
     /// The most QoS > 0 messages the broker may have in flight towards this client at once: the CONNECT "receive
     /// maximum", 1...65535 (libmosquitto's own default is 20).

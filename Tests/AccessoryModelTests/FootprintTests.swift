@@ -11,7 +11,7 @@ import Testing
         #expect(MemoryLayout<RoutingAccessory>.stride == 48)
         #expect(MemoryLayout<RoutingTable.AccessoryEntry>.stride == 64)
         #expect(MemoryLayout<RoutingTable.SourceEntry>.stride == 48)
-        #expect(MemoryLayout<SlotList>.stride == 8)
+        #expect(MemoryLayout<RowList>.stride == 8)
     }
 
     /// A pair packs each address in 64 bits with an out-of-range value for "none": the lowest and highest addresses
@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func slotListKeepsTwo() {
-        var list = SlotList()
+        var list = RowList()
         #expect(list.isEmpty && Array(list).isEmpty)
         let (first, second, third) = (list.insert(7), list.insert(3), list.insert(9))
         #expect(first && second)

@@ -56,6 +56,22 @@ import Testing
         #expect(actions == [.closedConnection(lost), .retry(at: t0 + .seconds(11))])
     }
 
+    @Test func aConnectionThatEndsWhileTheClientDrainsIsNotReopenedNorAFailure() {
+        var m = machine()
+        _ = m.start()
+        _ = m.connackReceived(reason: 0, sessionPresent: false)
+        _ = m.connackHandled(at: t0)
+        #expect(m.drain() == [], "the connection stays for the acknowledgements")
+        #expect(m.isConnected)
+        // The broker goes away first (stopped beside the bridge): the loop ends, and nobody hears of a failure.
+        #expect(m.connectionEnded(lost, at: t0 + .seconds(1)) == [.closedConnection(nil), .finish])
+        // Draining while waiting to reconnect ends the wait.
+        var waiting = machine()
+        _ = waiting.start()
+        _ = waiting.attemptFailed(refusedTCP, at: t0)
+        #expect(waiting.drain() == [.finish])
+    }
+
     @Test func aRefusedConnackIsReportedAndTheClosedConnectionRetriedWithoutADisconnectEvent() {
         var m = machine()
         _ = m.start()

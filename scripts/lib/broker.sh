@@ -14,7 +14,9 @@ start_broker() {
         [ "$port" -le $((first + 100)) ] || { echo "no free port from $first to $((first + 100))" >&2; return 1; }
     done
     sed "s/^listener 1883 /listener $port /" deploy/mosquitto/dev.conf > "$work/mosquitto.conf"
-    "$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$work/mosquitto.conf" 2>"$log" &
+    # In a session of its own: a Ctrl-C in the terminal reaches the bridge, which stops first; the caller stops the
+    # broker after it (the bridge says offline and disconnects while the broker is still there).
+    setsid "$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$work/mosquitto.conf" 2>"$log" &
     broker_pid=$!
     for _ in $(seq 50); do
         port_is_free "$port" || return 0

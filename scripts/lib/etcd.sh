@@ -21,7 +21,9 @@ start_etcd() {
 
 launch_etcd() {
     local peer=http://127.0.0.1:$((etcd_port + 1))
-    etcd --name run --data-dir "$etcd_work/etcd" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    # In a session of its own, as the broker (broker.sh): a Ctrl-C reaches the bridges first, which leave the cluster
+    # while etcd is still there.
+    setsid etcd --name run --data-dir "$etcd_work/etcd" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
         --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "run=$peer" \
         --logger zap --log-outputs stderr 2>>"$etcd_log" &
     etcd_pid=$!

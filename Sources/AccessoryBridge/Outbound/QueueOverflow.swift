@@ -3,8 +3,8 @@ import MQTTClient
 
 /// What the log says while the client's outbound queue is full: one line when it starts refusing publishes and one
 /// when it has room again, with how many it refused, rather than a line for each. An overload of a minute refuses
-/// millions of publishes (`make bench-memory` at 20,000 reports/s once wrote 3 million lines, 640 MB, in 50 s); the
-/// count of each stays in `accessory_bridge_publish_failures_total`.
+/// millions of publishes (docs/performance-history.md, "One log line per queue overflow"); the count of each stays in
+/// `accessory_bridge_publish_failures_total`.
 ///
 /// What was refused is not lost for good: a state goes out again and a command is owed once the queue drains
 /// (``BridgeStateMachine/notSent(_:)``); an answer is dropped, and a hub's retry of its request gets the outcome.

@@ -17,7 +17,7 @@ extension RoutingEngine {
     ) -> Int? {
         var best: (source: Int, priority: Int, since: Timestamp, routedHere: Int)?
         let id = table.accessories[accessory].view.id
-        // Every listed source has a slot: updateListings gave it one.
+        // Every listed source has a row: updateListings gave it one.
         for address in table.accessories[accessory].view.sources {
             guard let source = table.kept(address), filter(source) else { continue }
             var activity = table.sources[source].activity
@@ -120,9 +120,9 @@ extension RoutingEngine {
     //
     // The table stores; what routing still needs, and so what it keeps, is decided here.
 
-    /// The slot of `address`, created on first sight (its commands counting on above every sequence issued).
-    mutating func sourceSlot(_ address: BluetoothAddress) -> Int {
-        table.sourceSlot(address, commandSequence: highestCommandSequence)
+    /// The row of `address`, created on first sight (its commands counting on above every sequence issued).
+    mutating func sourceRow(_ address: BluetoothAddress) -> Int {
+        table.sourceRow(address, commandSequence: highestCommandSequence)
     }
 
     mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair) {
@@ -143,9 +143,9 @@ extension RoutingEngine {
     }
 
     /// Forgets an accessory (it takes no part and has no route), and what a call interrupted on it.
-    mutating func removeAccessory(at slot: Int) {
-        interruptions[table.accessories[slot].view.id] = nil
-        table.removeAccessory(at: slot, commandSequence: highestCommandSequence)
+    mutating func removeAccessory(at row: Int) {
+        interruptions[table.accessories[row].view.id] = nil
+        table.removeAccessory(at: row, commandSequence: highestCommandSequence)
     }
 
     /// Forgets a source that routing no longer needs: no accessory lists it, it is idle, unrouted, has no route in
@@ -153,12 +153,12 @@ extension RoutingEngine {
     /// nothing. What it reported last is lost with it; its retained state comes back after a restart, and a device
     /// reports again when it plays.
     mutating func pruneSource(_ address: BluetoothAddress) {
-        guard let slot = table.kept(address) else { return }
-        let entry = table.sources[slot]
+        guard let row = table.kept(address) else { return }
+        let entry = table.sources[row]
         guard entry.listedBy.isEmpty, entry.routedAccessory == nil, !entry.activity.isActive, routesInForce[address] == nil,
             pausedByTakeOff[address] == nil, owed[address] == nil
         else { return }
-        table.removeSource(at: slot)
+        table.removeSource(at: row)
     }
 }
 

@@ -8,40 +8,40 @@ extension RoutingEngine {
         if let known = table.kept(view.id), let previous = table.accessories[known].routedSource {
             // A second retained state of the same accessory (delivered again, or written meanwhile by another bridge)
             // replaces the first: the route comes from it alone. Left in place, a route the new state no longer names
-            // would outlive the accessory's slot.
+            // would outlive the accessory's row.
             table.setRoute(of: previous, to: nil)
             table.accessories[known].routedSource = nil
         }
-        let slot: Int
+        let row: Int
         if !view.takesPart {
             // Rule 1: none of routing's business (any route an earlier retained state of it gave was dropped above).
             return
         } else if let known = table.kept(view.id) {
-            slot = known
-            updateListings(of: slot, from: table.accessories[slot].view.sources, to: view.sources)
-            table.accessories[slot].view = view
+            row = known
+            updateListings(of: row, from: table.accessories[row].view.sources, to: view.sources)
+            table.accessories[row].view = view
         } else {
-            slot = table.addAccessory(view)
-            updateListings(of: slot, from: [], to: view.sources)
+            row = table.addAccessory(view)
+            updateListings(of: row, from: [], to: view.sources)
         }
-        table.accessories[slot].wornSince = view.isWorn ? now : nil
+        table.accessories[row].wornSince = view.isWorn ? now : nil
         guard let address = routedSource, view.isWorn, view.sources.contains(address) else { return }
-        let source = sourceSlot(address)
+        let source = sourceRow(address)
         let routedTo = table.sources[source].routedAccessory
-        guard routedTo == nil || routedTo == slot else { return }
-        table.setRoute(of: source, to: slot)
+        guard routedTo == nil || routedTo == row else { return }
+        table.setRoute(of: source, to: row)
         // The bridge sent the route before it stopped: the device has it, unless it says otherwise.
         if !table.sources[source].reportedRoute {
             setInForce(source, view.id)
         }
-        table.accessories[slot].routedSource = source
+        table.accessories[row].routedSource = source
     }
 
     /// Takes a playing device's retained state back after a restart, without running any rule: nothing is sent. What
     /// a device says it is routed to wins over what the bridge remembers sending, in whichever order the two arrive.
     /// Call ``restoringFinished()`` once every state is in.
     public mutating func restoreSource(_ report: SourceReport, from address: BluetoothAddress, at now: Timestamp) {
-        let source = sourceSlot(address)
+        let source = sourceRow(address)
         table.sources[source].lastReportSequence = max(table.sources[source].lastReportSequence, report.sequence)
         if let activity = report.activity {
             table.setActivity(activity, of: source)

@@ -4,8 +4,8 @@
 extension RoutingEngine {
 
     /// Rule 1: a new accessory is kept only when it takes part (registered, with `.audioSwitching`, not stale):
-    /// its slot and its view before this change, or `nil` for an accessory that is none of routing's business.
-    mutating func keep(_ view: RoutingAccessory) -> (slot: Int, previous: RoutingAccessory?)? {
+    /// its row and its view before this change, or `nil` for an accessory that is none of routing's business.
+    mutating func keep(_ view: RoutingAccessory) -> (row: Int, previous: RoutingAccessory?)? {
         if let known = table.kept(view.id) {
             let previous = table.accessories[known].view
             table.accessories[known].view = view
@@ -234,14 +234,14 @@ extension RoutingEngine {
     /// (what plays on it goes on playing) and does nothing for it until it is back on. Its route, if any, stays in
     /// force on the device (rule 9 keeps knowing it), but the engine no longer counts it as its own.
     mutating func switchedOff(_ id: AccessoryID, into output: inout RoutingOutput) {
-        guard let slot = table.kept(id) else { return }
-        if let source = table.accessories[slot].routedSource {
+        guard let row = table.kept(id) else { return }
+        if let source = table.accessories[row].routedSource {
             table.setRoute(of: source, to: nil)
-            table.accessories[slot].routedSource = nil
+            table.accessories[row].routedSource = nil
             output.noteRerouted(id)
         }
-        let listed = table.accessories[slot].view.sources
-        removeAccessory(at: slot)
+        let listed = table.accessories[row].view.sources
+        removeAccessory(at: row)
         for address in listed { pruneSource(address) }
     }
 }

@@ -83,7 +83,7 @@ public struct RoutingEngine: Sendable {
     /// `policy.interruptionWindow` in milliseconds.
     let interruptionWindow: Int64
 
-    /// The accessories and sources, by slot: storage, no decisions.
+    /// The accessories and sources, in rows: storage, no decisions.
     var table = RoutingTable()
     /// How many sources are routed to an accessory: ``routes``'s count, without building it.
     public var routeCount: Int { table.routeCount }
@@ -173,43 +173,43 @@ public struct RoutingEngine: Sendable {
             output.nextDeadline = nextDeadline
             return output
         }
-        guard let (slot, previous) = keep(view) else {
+        guard let (row, previous) = keep(view) else {
             output.nextDeadline = nextDeadline
             return output
         }
         let listedBefore = previous?.sources ?? []
         if listedBefore != view.sources {
-            updateListings(of: slot, from: listedBefore, to: view.sources)
+            updateListings(of: row, from: listedBefore, to: view.sources)
         }
         let wasWorn = previous?.isWorn ?? false
 
-        if let source = table.accessories[slot].routedSource {
+        if let source = table.accessories[row].routedSource {
             if !view.takesPart {
                 if view.registration == .registered {
-                    becameIneligible(slot, routedFrom: source, at: now, into: &output)
+                    becameIneligible(row, routedFrom: source, at: now, into: &output)
                 } else {
-                    registrationEnded(slot, routedFrom: source, at: now, into: &output)
+                    registrationEnded(row, routedFrom: source, at: now, into: &output)
                 }
             } else if !view.sources.contains(table.sources[source].address) {
-                routedSourceLeft(slot, source, at: now, into: &output)
+                routedSourceLeft(row, source, at: now, into: &output)
             } else if !view.isWorn {
-                takenOff(slot, routedFrom: source, at: now, into: &output)
+                takenOff(row, routedFrom: source, at: now, into: &output)
             }
         }
         if view.isWorn && !wasWorn {
-            table.accessories[slot].wornSince = now
-            putOn(slot, at: now, into: &output)
-        } else if view.isWorn && table.accessories[slot].routedSource == nil && listedBefore != view.sources {
-            candidatesAdded(slot, previous: previous, at: now, into: &output)
+            table.accessories[row].wornSince = now
+            putOn(row, at: now, into: &output)
+        } else if view.isWorn && table.accessories[row].routedSource == nil && listedBefore != view.sources {
+            candidatesAdded(row, previous: previous, at: now, into: &output)
         } else if !view.isWorn {
-            table.accessories[slot].wornSince = nil
+            table.accessories[row].wornSince = nil
         }
         if !view.isWorn {
             // Taken off (or out of routing): what a call interrupted is not resumed (rules 5 and 11).
             interruptions[view.id] = nil
         }
-        output.routedSource = table.accessories[slot].routedSource.map { table.sources[$0].address }
-        forgetUnneeded(slot, listedBefore: listedBefore)
+        output.routedSource = table.accessories[row].routedSource.map { table.sources[$0].address }
+        forgetUnneeded(row, listedBefore: listedBefore)
         tellWorn(view.id, into: &output)
         releaseUnrouted(into: &output)
         output.nextDeadline = nextDeadline
@@ -221,7 +221,7 @@ public struct RoutingEngine: Sendable {
         -> RoutingOutput
     {
         var output = RoutingOutput(nextDeadline: nextDeadline)
-        let source = sourceSlot(address)
+        let source = sourceRow(address)
         if report.sequence != 0 {
             // An old or repeated report changes nothing.
             guard report.sequence > table.sources[source].lastReportSequence else { return output }

@@ -1,7 +1,7 @@
 /// Where ``RoutingEngine`` keeps its accessories and sources: storage, no decisions.
 ///
 /// Accessories and sources live in dense arrays, found through one index lookup per event; everything else refers to
-/// them by slot. An entry that is no longer needed is removed by moving the last one into its slot. The table keeps
+/// them by row. An entry that is no longer needed is removed by moving the last one into its row. The table keeps
 /// who lists whom (a source's candidate accessories), who is routed where, and the counts the statistics read,
 /// in step with each change; which entries should exist, and which routes, is the engine's to say.
 ///
@@ -19,22 +19,22 @@ struct RoutingTable: Sendable {
     private(set) var activityCounts = CaseCounts<Activity>()
     /// How many sources are routed to an accessory.
     private(set) var routeCount = 0
-    /// Per source listed by more than two accessories, the slots of the third and later ones (see ``SlotList``).
+    /// Per source listed by more than two accessories, the rows of the third and later ones (see ``RowList``).
     private var moreListings = SparseTable<BluetoothAddress, [Int32]>()
 
     // MARK: - Finding
 
-    /// The slot of accessory `id`, when the table keeps it.
+    /// The row of accessory `id`, when the table keeps it.
     func kept(_ id: AccessoryID) -> Int? {
         accessoryIndex.slot(of: id, in: accessories)
     }
 
-    /// The slot of `address`, when the table keeps it.
+    /// The row of `address`, when the table keeps it.
     func kept(_ address: BluetoothAddress) -> Int? {
         sourceIndex.slot(of: address, in: sources)
     }
 
-    /// The slots of the accessories that list `source` (its candidate accessories).
+    /// The rows of the accessories that list `source` (its candidate accessories).
     func listings(of source: Int) -> [Int] {
         let inline = Array(sources[source].listedBy)
         guard let more = moreListings[sources[source].address] else { return inline }
@@ -43,62 +43,62 @@ struct RoutingTable: Sendable {
 
     // MARK: - Adding and removing
 
-    /// The slot of `address`, created on first sight with its count of commands at `commandSequence`.
-    mutating func sourceSlot(_ address: BluetoothAddress, commandSequence: UInt64) -> Int {
-        if let slot = kept(address) { return slot }
-        let slot = sources.count
+    /// The row of `address`, created on first sight with its count of commands at `commandSequence`.
+    mutating func sourceRow(_ address: BluetoothAddress, commandSequence: UInt64) -> Int {
+        if let row = kept(address) { return row }
+        let row = sources.count
         let entry = SourceEntry(address: address, commandSequence: commandSequence)
         sources.append(entry)
         activityCounts.add(entry.activity)
-        sourceIndex.insert(slot, of: sources)
-        return slot
+        sourceIndex.insert(row, of: sources)
+        return row
     }
 
-    /// Keeps a new accessory; returns its slot. Its sources are listed by ``updateListings(of:from:to:)``.
+    /// Keeps a new accessory; returns its row. Its sources are listed by ``updateListings(of:from:to:)``.
     mutating func addAccessory(_ view: RoutingAccessory) -> Int {
-        let slot = accessories.count
+        let row = accessories.count
         accessories.append(AccessoryEntry(view: view))
-        accessoryIndex.insert(slot, of: accessories)
-        return slot
+        accessoryIndex.insert(row, of: accessories)
+        return row
     }
 
-    /// Forgets an unrouted accessory, unlisting its sources, and moves the last entry into its slot.
-    mutating func removeAccessory(at slot: Int, commandSequence: UInt64) {
-        precondition(accessories[slot].routedSource == nil, "an accessory is unrouted before it is forgotten")
-        updateListings(of: slot, from: accessories[slot].view.sources, to: [], commandSequence: commandSequence)
-        accessoryIndex.remove(slot, of: accessories)
+    /// Forgets an unrouted accessory, unlisting its sources, and moves the last entry into its row.
+    mutating func removeAccessory(at row: Int, commandSequence: UInt64) {
+        precondition(accessories[row].routedSource == nil, "an accessory is unrouted before it is forgotten")
+        updateListings(of: row, from: accessories[row].view.sources, to: [], commandSequence: commandSequence)
+        accessoryIndex.remove(row, of: accessories)
         let last = accessories.count - 1
-        if slot != last {
+        if row != last {
             let moved = accessories[last]
-            accessories[slot] = moved
-            accessoryIndex.move(from: last, to: slot, of: accessories)
+            accessories[row] = moved
+            accessoryIndex.move(from: last, to: row, of: accessories)
             for address in moved.view.sources {
                 let source = kept(address)!
-                sources[source].listedBy.replace(last, with: slot)
+                sources[source].listedBy.replace(last, with: row)
                 if var more = moreListings[address] {
-                    for index in more.indices where more[index] == Int32(last) { more[index] = Int32(slot) }
+                    for index in more.indices where more[index] == Int32(last) { more[index] = Int32(row) }
                     moreListings[address] = more
                 }
             }
             if let source = moved.routedSource {
-                setRoute(of: source, to: slot)
+                setRoute(of: source, to: row)
             }
         }
         accessories.removeLast()
     }
 
-    /// Forgets the source in `slot` (listed by no accessory), and moves the last entry into its slot.
-    mutating func removeSource(at slot: Int) {
-        let entry = sources[slot]
-        sourceIndex.remove(slot, of: sources)
+    /// Forgets the source in `row` (listed by no accessory), and moves the last entry into its row.
+    mutating func removeSource(at row: Int) {
+        let entry = sources[row]
+        sourceIndex.remove(row, of: sources)
         activityCounts.remove(entry.activity)
         let last = sources.count - 1
-        if slot != last {
+        if row != last {
             let moved = sources[last]
-            sources[slot] = moved
-            sourceIndex.move(from: last, to: slot, of: sources)
+            sources[row] = moved
+            sourceIndex.move(from: last, to: row, of: sources)
             if let accessory = moved.routedAccessory {
-                accessories[accessory].routedSource = slot
+                accessories[accessory].routedSource = row
             }
         }
         sources.removeLast()
@@ -113,7 +113,7 @@ struct RoutingTable: Sendable {
         sources[source].activity = activity
     }
 
-    /// Routes `source` to the accessory in slot `accessory` (`nil`: to none), keeping ``routeCount``. Only the
+    /// Routes `source` to the accessory in row `accessory` (`nil`: to none), keeping ``routeCount``. Only the
     /// source's side: the accessory's ``AccessoryEntry/routedSource`` is the caller's.
     mutating func setRoute(of source: Int, to accessory: Int?) {
         if sources[source].routedAccessory != nil { routeCount -= 1 }
@@ -121,26 +121,26 @@ struct RoutingTable: Sendable {
         sources[source].routedAccessory = accessory
     }
 
-    /// The accessory in slot `accessory` listed `old` and now lists `new`: each source it no longer lists forgets it,
+    /// The accessory in row `accessory` listed `old` and now lists `new`: each source it no longer lists forgets it,
     /// each new one (kept from now on, with its count of commands at `commandSequence`) lists it.
     mutating func updateListings(of accessory: Int, from old: SourcePair, to new: SourcePair, commandSequence: UInt64) {
         for address in old where !new.contains(address) {
-            let source = sourceSlot(address, commandSequence: commandSequence)
+            let source = sourceRow(address, commandSequence: commandSequence)
             setListings(of: source, to: listings(of: source).filter { $0 != accessory })
         }
         for address in new where !old.contains(address) {
-            let source = sourceSlot(address, commandSequence: commandSequence)
+            let source = sourceRow(address, commandSequence: commandSequence)
             if !sources[source].listedBy.insert(accessory) {
                 moreListings[address] = (moreListings[address] ?? []) + [Int32(accessory)]
             }
         }
     }
 
-    /// Keeps `slots` as the accessories that list `source`: two inline, the rest beside.
-    private mutating func setListings(of source: Int, to slots: [Int]) {
-        var inline = SlotList()
+    /// Keeps `rows` as the accessories that list `source`: two inline, the rest beside.
+    private mutating func setListings(of source: Int, to rows: [Int]) {
+        var inline = RowList()
         var more: [Int32] = []
-        for slot in slots where !inline.insert(slot) { more.append(Int32(slot)) }
+        for row in rows where !inline.insert(row) { more.append(Int32(row)) }
         sources[source].listedBy = inline
         moreListings[sources[source].address] = more.isEmpty ? nil : more
     }
@@ -152,8 +152,8 @@ extension RoutingTable {
         var indexKey: AccessoryID { view.id }
         /// When it last became worn; `nil` while not worn.
         var wornSince: Timestamp?
-        /// The slot of the source routed to it.
-        @OptionalSlot var routedSource: Int? = nil
+        /// The row of the source routed to it.
+        @OptionalRow var routedSource: Int? = nil
     }
 
     /// Its fields are ordered widest first (48 bytes rather than 72), and what few sources have at a time (a route in
@@ -166,10 +166,10 @@ extension RoutingTable {
         var lastReportSequence: UInt64 = 0
         /// Where its count of commands stands (its next command takes the next number).
         var commandSequence: UInt64
-        /// The slots of the first two accessories that list it (see ``RoutingTable/listings(of:)``).
-        var listedBy = SlotList()
-        /// The slot of the accessory it is routed to (rule 3).
-        @OptionalSlot var routedAccessory: Int? = nil
+        /// The rows of the first two accessories that list it (see ``RoutingTable/listings(of:)``).
+        var listedBy = RowList()
+        /// The row of the accessory it is routed to (rule 3).
+        @OptionalRow var routedAccessory: Int? = nil
         var activity: Activity = .idle
         /// The device's retained state said what it is routed to (restoring only: it wins over the bridge's memory).
         var reportedRoute = false

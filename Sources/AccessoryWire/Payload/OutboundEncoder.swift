@@ -7,8 +7,8 @@ import SwiftProtobuf
 ///
 /// Why it exists: swift-protobuf 1.39 walks a message twice (size, then bytes) through a visitor that is generic at
 /// run time, sizes a nested message again at each level it is nested in, and packs enum fields through
-/// unspecialized generic code (about 200 ns each). With fresh reports, `pipeline-benchmark` spent 22% of its time
-/// encoding the state alone. Here each field is written once, in field-number order, defaults skipped: the canonical
+/// unspecialized generic code, which made encoding the state alone a large share of the pipeline
+/// (docs/performance-history.md, "OutboundEncoder"). Here each field is written once, in field-number order, defaults skipped: the canonical
 /// encoding. The packed capability fields come from tables swift-protobuf encoded itself. OutboundEncoderTests
 /// compares every byte with swift-protobuf's over many random messages.
 ///

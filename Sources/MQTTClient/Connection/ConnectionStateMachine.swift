@@ -75,6 +75,9 @@ struct ConnectionStateMachine: Sendable {
     private var delay: Duration
     private var attempted = false
     private(set) var stopRequested = false
+    /// The client drains before it stops (``MQTTClient/disconnect()``): a connection that ends now is not reopened,
+    /// and that is no failure.
+    private(set) var draining = false
 
     init(policy: Policy) {
         self.policy = policy
@@ -108,7 +111,7 @@ struct ConnectionStateMachine: Sendable {
     /// The attempt could not open a connection (unreachable, TLS, a name that does not resolve).
     mutating func attemptFailed(_ error: MQTTError, at now: ContinuousClock.Instant) -> [Action] {
         guard phase == .connecting else { return [] }
-        if stopRequested {
+        if stopRequested || draining {
             phase = .closed
             return [.finish]
         }
@@ -138,7 +141,7 @@ struct ConnectionStateMachine: Sendable {
         var actions: [Action] = []
         switch phase {
         case .connected:
-            actions.append(.closedConnection(stopRequested ? nil : error))
+            actions.append(.closedConnection(stopRequested || draining ? nil : error))
         case .disconnecting(_, let wasOpen):
             if wasOpen { actions.append(.closedConnection(nil)) }
         case .connecting, .opening:
@@ -147,11 +150,25 @@ struct ConnectionStateMachine: Sendable {
         case .idle, .backingOff, .closed:
             return []
         }
-        if stopRequested {
+        if stopRequested || draining {
             phase = .closed
             return actions + [.finish]
         }
         return actions + [.retry(at: backOff(at: now))]
+    }
+
+    /// The client drains what it published before it stops: the connection stays until ``stop(at:)``, but one that
+    /// ends meanwhile (the broker going away first) ends the loop instead of reconnecting.
+    mutating func drain() -> [Action] {
+        guard !draining, !stopRequested else { return [] }
+        draining = true
+        switch phase {
+        case .idle, .backingOff:
+            phase = .closed
+            return [.finish]
+        case .connecting, .opening, .connected, .disconnecting, .closed:
+            return []
+        }
     }
 
     /// The time passed: an attempt may be due, or a DISCONNECT's time be up.

@@ -15,6 +15,9 @@ struct ClientState {
         case idle
         /// The network thread connects and reconnects.
         case running
+        /// ``MQTTClient/disconnect()`` began: it waits for what was published to be acknowledged, then stops; a
+        /// connection that ends meanwhile is not reopened.
+        case draining
         /// ``MQTTClient/disconnect()`` was called: the network thread sends DISCONNECT and ends.
         case stopped
         /// ``MQTTClient/close()`` was called.
@@ -63,5 +66,5 @@ struct ClientState {
     /// ``MQTTClient/close()`` ran on the network thread: the thread releases libmosquitto when its loop ends.
     var releaseWhenLoopExits = false
 
-    var stopRequested: Bool { lifecycle != .running }
+    var stopRequested: Bool { lifecycle != .running && lifecycle != .draining }
 }

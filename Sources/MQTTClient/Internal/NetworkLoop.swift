@@ -23,7 +23,7 @@ extension ClientCore {
         loop.handler?.started()
         if let publishing {
             // This thread runs the publishing session too: what the handler publishes is written by it, after each
-            // packet, with no other thread to wake (two threads cost the bridge 13-18 µs per report).
+            // packet, with no other thread to wake (docs/performance-history.md, "One network thread for both sessions").
             publishing.loop.state.claim()
             loop.link = PublishingLink(publishing)
             loop.link?.start()
@@ -31,8 +31,12 @@ extension ClientCore {
         wakeHandlerIfDue()
         perform(loop.machine.start())
         while !loop.finished {
-            if stopRequested, !loop.machine.stopRequested {
+            let lifecycle = state.withLock { $0.lifecycle }
+            if lifecycle != .running, lifecycle != .draining, !loop.machine.stopRequested {
                 perform(loop.machine.stop(at: .now))
+            } else if lifecycle == .draining, !loop.machine.draining {
+                perform(loop.machine.drain())
+                if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
             }
             switch loop.machine.phase {
             case .connecting, .opening, .connected, .disconnecting:
@@ -143,15 +147,15 @@ extension ClientCore {
     /// publish): read on while each call hands a packet to a callback, rather than a poll per packet. Not until
     /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
     /// with nobody reading that pair (this loop polls its own pipe) the write fails with EAGAIN, so every QoS 1
-    /// packet looked like the last (`make bench-e2e`, flood: 2.8 polls a report before, 1 after; throughput 0.90 →
-    /// 1.0 of the relay's). A read that handles nothing (no data, part of a packet, a PINGRESP) ends the batch; `poll`
+    /// packet looked like the last. A read that handles nothing (no data, part of a packet, a PINGRESP) ends the batch; `poll`
     /// tells whether more waits. At most ``packetsPerWakeup``, so that the wake pipe and deadlines get their turn.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
-    /// own (writing only after 256 packets, the p99 at 50% load went from 5-18 ms to 39-75 ms). Once a second read
+    /// own (writing later, after many packets, raised the tail). Once a second read
     /// has handed over a packet, the sockets are corked (``holdWrites(_:on:)``) until the batch ends: the kernel then
-    /// sends what the batch wrote in full segments, one transmission instead of one per packet (flood: CPU per
-    /// report 72 → 52 µs, the broker's 82 → 70 µs). A batch of one, the usual case at a steady pace, is not corked.
+    /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
+    /// usual case at a steady pace, is not corked. (What each of these is worth: docs/performance-history.md, "The
+    /// read loop".)
     func readWaitingPackets(
         _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
     ) -> Int32? {

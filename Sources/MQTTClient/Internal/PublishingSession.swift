@@ -170,7 +170,7 @@ final class PublishingLink {
     /// timeout to leave.
     func shutDown() {
         core.state.withLock { state in
-            if state.lifecycle == .running { state.lifecycle = .stopped }
+            if state.lifecycle == .running || state.lifecycle == .draining { state.lifecycle = .stopped }
         }
         core.perform(core.loop.machine.stop(at: .now))
         while !core.loop.finished, connecting {

@@ -1,19 +1,19 @@
-/// The slots of the accessories that list a source, for ``RoutingEngine``: almost always one or two, kept here in 8
+/// The rows of the accessories that list a source, for ``RoutingEngine``: almost always one or two, kept here in 8
 /// bytes. The engine keeps a third and later ones beside its entries: an array here would add 8 bytes to every source
 /// it keeps (and a heap block of about 48 to each list), for what a source shared by three accessories needs.
-struct SlotList: Sequence, Sendable {
+struct RowList: Sequence, Sendable {
     private var first: Int32 = -1
     private var second: Int32 = -1
 
     var isEmpty: Bool { first < 0 }
 
-    /// Adds `slot` unless both places are taken; returns whether it did.
-    mutating func insert(_ slot: Int) -> Bool {
-        precondition(slot >= 0 && slot <= Int(Int32.max), "slot out of range")
+    /// Adds `row` unless both places are taken; returns whether it did.
+    mutating func insert(_ row: Int) -> Bool {
+        precondition(row >= 0 && row <= Int(Int32.max), "row out of range")
         if first < 0 {
-            first = Int32(slot)
+            first = Int32(row)
         } else if second < 0 {
-            second = Int32(slot)
+            second = Int32(row)
         } else {
             return false
         }
@@ -28,7 +28,7 @@ struct SlotList: Sequence, Sendable {
     }
 
     struct Iterator: IteratorProtocol {
-        let list: SlotList
+        let list: RowList
         var position = 0
 
         mutating func next() -> Int? {
