@@ -217,7 +217,9 @@ final class InvariantChecker: MessagePublisher {
         case .accessoryEvents:
             check(!message.retain, "a retained event", state, message)
             let event = (try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any]
-            check(["route_to_accessory", "pause", "resume", "release"].contains(event?["event_type"] as? String ?? ""),
+            check(
+                ["route_to_accessory", "pause", "resume", "release", "head_tracking_activated",
+                 "head_tracking_state_changed", "head_tracking_invalidated"].contains(event?["event_type"] as? String ?? ""),
                 "an event without a known event_type", state, message)
 
         case .hubAvailability:
@@ -226,6 +228,21 @@ final class InvariantChecker: MessagePublisher {
 
         case .bridgeView:
             check(message.retain && isJSONObject(message.payload), "a bridge view that is not retained JSON", state, message)
+
+        case .headTracking(let hub, let accessory):
+            check(!message.retain, "retained session news", state, message)
+            guard let (event, named) = decode(message, state, { try codec.decode(HeadTrackingEvent.self, from: $0, format: format) })
+            else { return }
+            check(event.session.accessory == accessory && named == hub, "session news of another accessory or hub", state, message)
+
+        case .hostHeadTracking(let host):
+            check(!message.retain, "retained session news", state, message)
+            guard let (event, _) = decode(message, state, { try codec.decode(HeadTrackingEvent.self, from: $0, format: format) })
+            else { return }
+            check(event.session.host == host, "session news to another host", state, message)
+
+        case .frames:
+            check(false, "the bridge published a head-tracking frame: frames never pass through it", state, message)
 
         case .controlsResult, .controls, .bridgeAvailability:
             check(false, "published on a topic it only reads or another connection writes", state, message)

@@ -160,6 +160,12 @@ public final class AccessoryBridgeService: Service {
         logger.info("shutting down")
         // A broker that goes away now (stopped beside the bridge) is no reason to reconnect.
         client.drain()
+        if slot == nil {
+            // Nobody takes a single bridge's head-tracking sessions over: they end now (a cluster's slot is taken
+            // over with its sessions).
+            processor.shutdown.request(waking: client.wakeHandler)
+            await processor.shutdown.wait(timeout: .seconds(1))
+        }
         _ = try? client.publish(offlineStatus())
         await beacon?.stop()
     }

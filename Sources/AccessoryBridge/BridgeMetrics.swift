@@ -15,6 +15,8 @@ struct BridgeMetrics: Sendable {
     let results: [String: Counter]
     /// Switch commands by action.
     let commands: [SwitchCommand.Action: Counter]
+    /// Head-tracking session news by event (rule 13).
+    let headTracking: [HeadTrackingEvent.Kind: Counter]
     /// Publishes the MQTT client refused: its queue full (beyond the bound of what waits, connected or not), or
     /// libmosquitto refusing the message.
     let publishFailures: Counter
@@ -89,6 +91,10 @@ struct BridgeMetrics: Sendable {
         commands = Dictionary(
             uniqueKeysWithValues: SwitchCommand.Action.allCases.map {
                 ($0, Counter(label: "accessory_bridge_commands_total", dimensions: [("action", "\($0)")], factory: factory))
+            })
+        headTracking = Dictionary(
+            uniqueKeysWithValues: HeadTrackingEvent.Kind.allCases.map {
+                ($0, Counter(label: "accessory_bridge_head_tracking_total", dimensions: [("event", "\($0)")], factory: factory))
             })
         publishFailures = Counter(label: "accessory_bridge_publish_failures_total", factory: factory)
         duplicates = Counter(label: "accessory_bridge_duplicates_total", factory: factory)

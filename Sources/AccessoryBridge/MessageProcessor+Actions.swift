@@ -92,6 +92,9 @@ extension MessageProcessor {
             case .releaseDevice(let release):
                 sharedDevices?.send(.release(release))
                 sent = true
+            case .headTracking(let event, let hub):
+                sent = outbox.publishHeadTracking(event, hub: hub)
+                if sent { publish(homeAutomation?.headTracking(event)) }
             case .continuePublishing:
                 return allSent
             }

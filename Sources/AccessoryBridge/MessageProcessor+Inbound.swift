@@ -52,7 +52,8 @@ extension MessageProcessor {
             metrics.received["controls"]?.increment()
             controls(message, accessory: accessory)
         case .result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .controlsResult,
-            .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView:
+            .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView, .headTracking,
+            .hostHeadTracking, .frames:
             logger.debug("ignored a message the bridge does not consume", metadata: ["mqtt.topic": "\(message.topic)"])
         }
     }

@@ -6,6 +6,7 @@ import DequeModule
 import HomeAutomation
 import Logging
 import MQTTClient
+import Synchronization
 
 /// The bridge's I/O shell: reads each message (topic, payload format, payload), hands the event to the
 /// ``BridgeStateMachine`` with the time, and publishes the actions it returns, with what home automation is owed
@@ -67,6 +68,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     let sharedDevices: SharedDeviceLink?
     /// What restoring took back, and what it could not use.
     var restored = Restored()
+    /// A graceful shutdown's request to end the head-tracking sessions, from the service's task to the network thread.
+    public let shutdown = ShutdownRequest()
 
     /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
@@ -97,9 +100,11 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.
         let base = UInt64(max(0, clock.now.unixMilliseconds)) * 1000
+        // Head-tracking session ids are unguessable: a key of this run's, from the system's random generator.
+        var random = SystemRandomNumberGenerator()
         core = BridgeStateMachine(
             policy: configuration.policy, instanceID: instanceID, commandSequenceBase: base, slot: slot?.slot,
-            epoch: slot?.epoch ?? 0)
+            epoch: slot?.epoch ?? 0, sessionKey: SessionKey(using: &random))
     }
 
     /// The filter of the retained Home Assistant discovery configs that restoring reads (`nil`: no discovery).
@@ -155,7 +160,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     }
 
     public func timeUntilWake() -> Duration? {
-        if sharedDevices?.hasEvents == true { return .zero }
+        if sharedDevices?.hasEvents == true || shutdown.isRequested { return .zero }
         // Waiting for etcd: nothing comes due, nothing is announced; the link's post wakes the thread.
         if core.isHolding { return nil }
         // Home automation's announcements go a slice per turn of the network loop, between the messages it reads;
@@ -174,6 +179,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
 
     public func wake() {
         owner.check()
+        if shutdown.isRequested { endSessions() }
         takeSharedDeviceEvents()
         tick()
         if let next = nextHousekeeping, let interval = housekeepingInterval, clock.now >= next {
@@ -227,6 +233,15 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         }
     }
 
+    /// A single bridge shuts down gracefully: its network thread ends every head-tracking session (rule 13; nobody
+    /// takes them over), then ``shutdown``'s wait returns. A cluster's slot does not: another member takes it over with
+    /// its sessions.
+    private func endSessions() {
+        guard shutdown.take() else { return }
+        perform(core.shutDown(at: clock.now))
+        shutdown.done()
+    }
+
     /// The bridge stopped (its client is closed): its gauges are zeroed.
     public func stopped() {
         metrics.zeroGauges()
@@ -239,5 +254,48 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     public func tick() {
         owner.check()
         perform(core.tick(at: clock.now))
+    }
+}
+
+/// A graceful shutdown asks the processor's network thread to end its head-tracking sessions and waits until it did
+/// (at most a moment: the connection may be gone).
+public final class ShutdownRequest: Sendable {
+    private struct State {
+        var requested = false
+        var taken = false
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Whether a shutdown was asked for and the network thread has not taken it yet.
+    var isRequested: Bool { state.withLock { $0.requested && !$0.taken } }
+
+    /// Asks for it (any thread); `wake` makes the network thread look now.
+    public func request(waking wake: () -> Void) {
+        state.withLock { $0.requested = true }
+        wake()
+    }
+
+    /// The network thread takes the request: `true` once.
+    func take() -> Bool {
+        state.withLock { state in
+            guard state.requested, !state.taken else { return false }
+            state.taken = true
+            return true
+        }
+    }
+
+    /// The network thread ran it.
+    func done() {
+        state.withLock { $0.finished = true }
+    }
+
+    /// Returns once the network thread ran it, or after `timeout`.
+    public func wait(timeout: Duration) async {
+        let deadline = ContinuousClock.now + timeout
+        while !state.withLock({ $0.finished }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 }

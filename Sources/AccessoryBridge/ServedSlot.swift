@@ -43,7 +43,7 @@ struct TopicRoots: Sendable {
     /// The name of `topic`: under `sources` for a playing device's, else under `root`.
     func name(_ topic: Topic) -> String {
         switch topic.kind {
-        case .sourceState, .sourceCommands: topic.name(under: sources)
+        case .sourceState, .sourceCommands, .hostHeadTracking, .frames: topic.name(under: sources)
         default: topic.name(under: root)
         }
     }

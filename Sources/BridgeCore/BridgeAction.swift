@@ -26,6 +26,8 @@ public enum BridgeAction: Hashable, Sendable {
     /// More states wait to be published again: once everything before went out, call
     /// ``BridgeStateMachine/publishingResumed(at:statesAtMost:)`` for the next batch.
     case continuePublishing
+    /// Rule 13: tells an accessory's hub (and the session's host) what became of its head-tracking session.
+    case headTracking(HeadTrackingEvent, hub: HubID)
 
     /// The answer to one request.
     public struct Answer: Hashable, Sendable {

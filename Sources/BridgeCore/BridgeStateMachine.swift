@@ -50,6 +50,10 @@ public struct BridgeStateMachine: Sendable {
     private var listed: ListedSources?
     /// In a cluster, what waits until etcd has the slot's new listings.
     private var gate: ListingGate?
+    /// Head-tracking sessions were taken back from the retained states: the first publishing checks them.
+    private var headTrackingRestored = false
+    /// The latest session news of each accessory that could not be sent, to send when publishing resumes.
+    private var owedHeadTracking: [AccessoryID: (HeadTrackingEvent, HubID)] = [:]
 
     /// What may wait behind the ``ListingGate``: every event that decides something.
     enum Event: Sendable {
@@ -66,9 +70,10 @@ public struct BridgeStateMachine: Sendable {
     ///   - commandSequenceBase: commands are numbered from here up (see ``RoutingEngine/commandSequenceBase``).
     ///   - slot: in a cluster, the slot served (`nil`: one bridge serves every hub and reads every device).
     ///   - epoch: the slot's ownership epoch, carried by every state and command.
+    ///   - sessionKey: what makes head-tracking session ids unguessable (``SessionKey``; the default is for tests).
     public init(
         policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, slot: ClusterSlot? = nil,
-        epoch: UInt64 = 0
+        epoch: UInt64 = 0, sessionKey: SessionKey = SessionKey(0, 0)
     ) {
         self.policy = policy
         self.slot = slot
@@ -76,7 +81,8 @@ public struct BridgeStateMachine: Sendable {
         listed = slot.map { _ in ListedSources() }
         gate = slot.map { _ in ListingGate() }
         routing = RoutingEngine(
-            policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase, epoch: epoch)
+            policy: policy.routing, instanceID: instanceID, commandSequenceBase: commandSequenceBase, epoch: epoch,
+            sessionKey: sessionKey)
     }
 
     // MARK: - Queries
@@ -275,7 +281,7 @@ public struct BridgeStateMachine: Sendable {
     ) -> [BridgeAction] {
         let output = routing.sourceReported(report, from: source, at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
-        var actions = Self.actions(of: output)
+        var actions = self.actions(of: output)
         publishStates(of: output.rerouted, except: nil, into: &actions)
         return actions
     }
@@ -301,7 +307,7 @@ public struct BridgeStateMachine: Sendable {
         }
         let output = routing.sharedDevice(event, at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
-        var actions = Self.actions(of: output)
+        var actions = self.actions(of: output)
         publishStates(of: output.rerouted, except: nil, into: &actions)
         return actions
     }
@@ -342,7 +348,12 @@ public struct BridgeStateMachine: Sendable {
         case .sendCommand(let command): routing.commandNotSent(command)
         case .publishState(let state): unpublished.insert(state.accessory.id)
         case .requestRebirth(let rebirth): rebirths.forget(rebirth.accessory)
-        case .answer, .watchSource, .unwatchSource, .noteWorn, .claimDevice, .releaseDevice, .continuePublishing: break
+        case .headTracking(let event, let hub):
+            // Owed: only the latest news of each accessory matters (an activation replaces whatever session the hub
+            // and the host had for it; they drop what is older than what they took).
+            owedHeadTracking[event.session.accessory] = (event, hub)
+        case .answer, .watchSource, .unwatchSource, .noteWorn, .claimDevice, .releaseDevice, .continuePublishing:
+            break
         }
     }
 
@@ -357,7 +368,20 @@ public struct BridgeStateMachine: Sendable {
 
     private mutating func decidePublishingResumed(at now: Timestamp, statesAtMost limit: Int) -> [BridgeAction] {
         let output = routing.reconcile(at: now)
-        var actions = Self.actions(of: output)
+        var actions = self.actions(of: output)
+        if !owedHeadTracking.isEmpty {
+            let owed = owedHeadTracking.sorted { $0.key < $1.key }
+            owedHeadTracking = [:]
+            actions += owed.map { .headTracking($0.value.0, hub: $0.value.1) }
+        }
+        if headTrackingRestored {
+            // The first time after restoring: sessions taken back that no longer follow their route end, and those
+            // that should exist begin.
+            headTrackingRestored = false
+            let sessions = routing.reconcileHeadTracking(at: now)
+            actions += self.actions(of: sessions)
+            publishStates(of: sessions.rerouted, except: nil, into: &actions)
+        }
         if republishing.isEmpty {
             republishing = unpublished.sorted(by: >)
             unpublished.removeAll()
@@ -420,7 +444,13 @@ public struct BridgeStateMachine: Sendable {
     public mutating func restore(_ state: AccessoryState, at now: Timestamp) {
         var nothing: [BridgeAction] = []
         save(state.accessory, into: &nothing, restoring: true)
-        routing.restore(RoutingAccessory(state.accessory), routedSource: state.routedSource, at: now)
+        routing.restore(
+            RoutingAccessory(state.accessory), routedSource: state.routedSource, headTracking: state.headTracking,
+            at: now)
+        if state.headTracking != nil || state.accessory.configuration.deviceCapabilities.contains(.headTracking) {
+            // Sessions taken back are checked, and those that should exist (a graceful shutdown ended them) begin.
+            headTrackingRestored = true
+        }
         // From the state itself: reading it back from the store would convert it again.
         let machine = AccessoryStateMachine(restoring: state.accessory, policy: policy.accessory)
         scheduleDiagnostics(of: machine, before: nil)
@@ -429,6 +459,15 @@ public struct BridgeStateMachine: Sendable {
     /// Takes back a playing device's retained state, before any event: nothing is sent.
     public mutating func restoreSource(_ report: SourceReport, from source: BluetoothAddress, at now: Timestamp) {
         routing.restoreSource(report, from: source, at: now)
+    }
+
+    /// A single bridge shuts down gracefully: every head-tracking session ends (nobody takes them over; a cluster's
+    /// slot that stops is taken over with its sessions, and does not call this).
+    public mutating func shutDown(at now: Timestamp) -> [BridgeAction] {
+        let output = routing.shutDown(at: now)
+        var actions = self.actions(of: output)
+        publishStates(of: output.rerouted, except: nil, into: &actions)
+        return actions
     }
 
     /// Every retained state is in: forgets what routing does not need.
@@ -441,7 +480,9 @@ public struct BridgeStateMachine: Sendable {
 
     /// What the bridge publishes about `accessory`: with its routed source, and this machine's epoch.
     private func published(_ accessory: Accessory) -> AccessoryState {
-        AccessoryState(accessory, routedSource: routing.routedSource(for: accessory.id), epoch: epoch)
+        AccessoryState(
+            accessory, routedSource: routing.routedSource(for: accessory.id), epoch: epoch,
+            headTracking: routing.headTrackingSession(of: accessory.id))
     }
 
     /// Keeps `accessory`; in a cluster, says which playing devices the slot starts or stops reading. A device newly
@@ -472,17 +513,24 @@ public struct BridgeStateMachine: Sendable {
     {
         let output = routing.accessoryChanged(RoutingAccessory(accessory), at: now)
         agenda.scheduleRouting(at: output.nextDeadline)
-        actions += Self.actions(of: output)
+        actions += self.actions(of: output)
         return output.rerouted
     }
 
     /// What a routing output asks the shell to do, in order: the worn listings (before the claims), the
-    /// commands, the claims, the releases (after the commands, which carry the released devices' epochs).
-    private static func actions(of output: RoutingOutput) -> [BridgeAction] {
-        let commands = output.commands.map(BridgeAction.sendCommand)
-        guard !output.worn.isEmpty || !output.claims.isEmpty || !output.releases.isEmpty else { return commands }
-        return output.worn.map(BridgeAction.noteWorn) + commands + output.claims.map(BridgeAction.claimDevice)
-            + output.releases.map(BridgeAction.releaseDevice)
+    /// commands, the claims, the releases (after the commands, which carry the released devices' epochs), then rule
+    /// 13's session news (after the commands that moved the routes they follow).
+    private func actions(of output: RoutingOutput) -> [BridgeAction] {
+        var actions = output.commands.map(BridgeAction.sendCommand)
+        if !output.worn.isEmpty || !output.claims.isEmpty || !output.releases.isEmpty {
+            actions = output.worn.map(BridgeAction.noteWorn) + actions + output.claims.map(BridgeAction.claimDevice)
+                + output.releases.map(BridgeAction.releaseDevice)
+        }
+        for event in output.headTracking {
+            guard let hub = store[event.session.accessory]?.hub else { continue }
+            actions.append(.headTracking(event, hub: hub))
+        }
+        return actions
     }
 
     private mutating func publishStates(

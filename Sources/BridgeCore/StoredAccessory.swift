@@ -9,7 +9,8 @@ import AccessoryModel
 ///
 /// Its hub is a number in the store's table of hubs, its audio sources are 48-bit addresses in 64-bit fields, its
 /// capabilities a byte each, and what few accessories have (an error kept for a retry, diagnostics, a configuration
-/// whose identifiers are not 6-byte addresses, a pinned source, a capability this model does not know) lives beside
+/// whose identifiers are not 6-byte addresses or that names a spatial rendering extension, a pinned source, a
+/// capability beyond the first eight) lives beside
 /// it in the store, marked by ``extras``. It converts back to the same ``Accessory``, field for field.
 struct StoredAccessory: SlotIndexed, Sendable {
     /// What the store keeps beside an accessory, each in a table of its own.
@@ -91,7 +92,8 @@ struct StoredAccessory: SlotIndexed, Sendable {
         if configuration.deviceCapabilities.rawValue > UInt8.max || accessory.hardwareCapabilities.rawValue > UInt8.max {
             extras.insert(.capabilities)
         }
-        if let primary = Self.packed(configuration.primaryAudioSourceDeviceIdentifier),
+        if configuration.spatialExtensionDescription == nil,
+            let primary = Self.packed(configuration.primaryAudioSourceDeviceIdentifier),
             let secondary = Self.packed(configuration.secondaryAudioSourceDeviceIdentifier)
         {
             (self.primary, self.secondary) = (primary, secondary)

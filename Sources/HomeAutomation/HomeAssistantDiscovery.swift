@@ -12,6 +12,8 @@ public struct AccessoryDevice: Hashable, Sendable {
     public var hub: HubID
     public var sources: [BluetoothAddress]
     public var pinnedSource: BluetoothAddress?
+    /// Its hardware can track heads: it has the head-tracking entities (rule 13), from its pairing on.
+    public var tracksHeads: Bool
 
     public init(_ state: AccessoryState) {
         let accessory = state.accessory
@@ -21,6 +23,7 @@ public struct AccessoryDevice: Hashable, Sendable {
         hub = accessory.hub
         sources = accessory.configuration.audioSources
         pinnedSource = accessory.pinnedSource
+        tracksHeads = accessory.hardwareCapabilities.contains(.headTracking)
     }
 }
 
@@ -137,6 +140,20 @@ public struct HomeAssistantDiscovery: Sendable {
                 "json_attributes_template": "{{ {'diagnostics': value_json.diagnostics} | tojson }}",
             ]),
         ]
+        if accessory.tracksHeads {
+            // Rule 13: whether the head-tracking session streams (and to which host), and its news as events.
+            components.append(
+                component("head_tracking", "binary_sensor", [
+                    "name": "Head tracking", "icon": "mdi:head-sync-outline",
+                    "value_template": "{{ value_json.head_tracking }}", "json_attributes_topic": view,
+                    "json_attributes_template": "{{ {'host': value_json.head_tracking_host} | tojson }}",
+                ]))
+            components.append(
+                component("head_tracking_event", "event", [
+                    "name": "Head tracking event", "state_topic": events,
+                    "event_types": HomeAutomationJSON.headTrackingEventTypes, "icon": "mdi:head-sync",
+                ]))
+        }
         // Device triggers, for automations such as "when the headphones take over, dim the lights".
         for action in HomeAutomationJSON.actions {
             components.append(

@@ -14,6 +14,12 @@ enum HomeAutomationJSON {
         json.field("accessory", accessory.id.rawValue)
         json.field("automatic_switching", accessory.automaticSwitching ? "ON" : "OFF")
         json.field("diagnostics", problems)
+        if accessory.hardwareCapabilities.contains(.headTracking) {
+            // Rule 13: ON while a session streams (in force, the host's Head Tracking on), and with which host.
+            let session = state.headTracking
+            json.field("head_tracking", session?.isHeadTrackingActive == true ? "ON" : "OFF")
+            json.field("head_tracking_host", session?.host.description ?? "none")
+        }
         json.field("hub", accessory.hub.rawValue)
         json.field("model", accessory.model)
         json.field("name", accessory.name)
@@ -39,6 +45,31 @@ enum HomeAutomationJSON {
         json.field("sequence", command.sequence)
         json.field("source", command.source.description)
         return json.finish()
+    }
+
+    /// `R/accessories/{a}/events`: what became of its head-tracking session (rule 13), as an event of the accessory.
+    static func event(_ event: HeadTrackingEvent) -> [UInt8] {
+        var json = JSONObjectWriter(capacity: 192)
+        json.field("at_unix_ms", event.issuedAt.unixMilliseconds)
+        json.field("event_type", headTrackingEventType(event.kind))
+        json.field("head_tracking", event.kind != .invalidated && event.session.isHeadTrackingActive ? "ON" : "OFF")
+        json.field("reason", snakeCase(event.reason.rawValue))
+        json.field("sequence", event.session.order.sequence)
+        json.field("source", event.session.host.description)
+        return json.finish()
+    }
+
+    static func headTrackingEventType(_ kind: HeadTrackingEvent.Kind) -> String {
+        "head_tracking_" + kind.rawValue
+    }
+
+    static let headTrackingEventTypes = HeadTrackingEvent.Kind.allCases.map(headTrackingEventType)
+
+    /// `routeMoved` → `route_moved`.
+    static func snakeCase(_ name: String) -> String {
+        name.reduce(into: "") { text, character in
+            if character.isUppercase { text += "_" + character.lowercased() } else { text.append(character) }
+        }
     }
 
     static let placements = ["in_ear", "on_head", "over_the_ear", "off_head", "unknown"]

@@ -129,6 +129,15 @@ public struct HomeAutomationStateMachine: Sendable {
         ]
     }
 
+    /// A head-tracking session's news went out (rule 13): the accessory's event (not retained, not sent again).
+    public func headTracking(_ event: HeadTrackingEvent) -> [Publication] {
+        let id = event.session.accessory
+        return [
+            Publication(
+                topic(.accessoryEvents(accessory: id)), HomeAutomationJSON.event(event), retain: false, .event(id))
+        ]
+    }
+
     /// A hub's retained status arrived: its availability, and its device.
     public mutating func hubStatus(_ hub: HubID, online: Bool) -> [Publication] {
         var publications = [

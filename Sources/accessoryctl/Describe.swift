@@ -52,6 +52,12 @@ enum Describe {
             case .controlsResult(let accessory):
                 let result = try codec.decode(RequestResult.self, from: payload, format: format, at: now)
                 return "result  controls of \(accessory) \(Self.result(result))"
+            case .headTracking, .hostHeadTracking:
+                let (event, hub) = try codec.decode(HeadTrackingEvent.self, from: payload, format: format)
+                return "session \(hub.map { "\($0)/" } ?? "")\(event.session.accessory) \(Self.headTracking(event))"
+            case .frames(let host, let hub, let accessory):
+                guard let frame = HeadTrackingFrame(decoding: payload) else { return "frame   \(hub)/\(accessory) unreadable" }
+                return "frame   \(hub)/\(accessory) -> \(host) #\(frame.sequence) \(frame.data.count) bytes"
             case .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView:
                 return "\(topic)  \(String(decoding: payload, as: UTF8.self))"
             case .telemetry(let hub, let accessory):
@@ -64,6 +70,13 @@ enum Describe {
         }
     }
 
+
+    /// `activated 0f3c… on 12:34:56:78:9A:BC, head tracking on (routed) #1795…`.
+    static func headTracking(_ event: HeadTrackingEvent) -> String {
+        let session = event.session
+        return "\(event.kind) \(session.id.description.prefix(8))… on \(session.host), head tracking "
+            + "\(session.isHeadTrackingActive ? "on" : "off") (\(event.reason)) #\(session.order.sequence)"
+    }
     static func result(_ result: RequestResult) -> String {
         let outcome: String =
             switch result.outcome {

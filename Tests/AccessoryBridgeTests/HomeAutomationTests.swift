@@ -50,7 +50,7 @@ import Testing
     @discardableResult
     func setUpHeadphones() -> [MQTTMessage] {
         telemetry(.paired(name: "Studio \"Pro\"", model: "S-2", hardwareCapabilities: .all), sequence: 1)
-        telemetry(.register(.all), sequence: 2)
+        telemetry(.register([.audioSwitching, .placement]), sequence: 2)
         telemetry(.sources(primary: Self.phone.data, secondary: Self.laptop.data), sequence: 3)
         return recorder.take()
     }

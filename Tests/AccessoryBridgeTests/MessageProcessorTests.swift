@@ -91,9 +91,10 @@ import Testing
     }
 
     /// Pairs, registers and connects the headphones to the phone.
+    /// Headphones that switch and report placement (no head tracking: see HeadTrackingProcessorTests).
     func setUpHeadphones() {
         telemetry(.paired(name: "Studio", model: "S", hardwareCapabilities: .all), sequence: 1)
-        telemetry(.register(.all), sequence: 2)
+        telemetry(.register([.audioSwitching, .placement]), sequence: 2)
         telemetry(.sources(primary: Self.phone.data, secondary: nil), sequence: 3)
         _ = recorder.take()
     }
@@ -169,7 +170,7 @@ import Testing
         #expect(result.requestID == "reg")
         #expect(result.sequence == 2)
         #expect(result.error == .accessoryNotCapable)
-        #expect(result.message.contains("cannot register [.placement]"))
+        #expect(result.message.contains("cannot register [.placement, .audioSpatialization, .headTracking]"))
         #expect(result.state.registration == .paired, "the state is current(for:), unchanged")
         // A failure consumes its sequence: the state is published with it and the outcome, so that a retry after a
         // restart still gets this answer.

@@ -36,10 +36,10 @@ struct RoutingHarness {
     /// The output of the last transition.
     var last = RoutingOutput()
 
-    init(resumeWindow: Duration = .seconds(15), epoch: UInt64 = 0) {
+    init(resumeWindow: Duration = .seconds(15), epoch: UInt64 = 0, sessionKey: SessionKey = SessionKey(0, 0)) {
         var policy = RoutingEngine.Policy()
         policy.resumeWindow = resumeWindow
-        engine = RoutingEngine(policy: policy, instanceID: "test", epoch: epoch)
+        engine = RoutingEngine(policy: policy, instanceID: "test", epoch: epoch, sessionKey: sessionKey)
     }
 
     mutating func advance(_ duration: Duration) {
@@ -115,11 +115,13 @@ struct RoutingHarness {
 
     @discardableResult
     mutating func source(
-        _ source: BluetoothAddress, _ activity: Activity?, sequence: UInt64 = 0, routedTo: AccessoryID? = nil
+        _ source: BluetoothAddress, _ activity: Activity?, sequence: UInt64 = 0, routedTo: AccessoryID? = nil,
+        headTracking: Bool = false
     ) -> [Issued] {
         record(
             engine.sourceReported(
-                SourceReport(sequence: sequence, activity: activity, routedAccessory: routedTo), from: source, at: now))
+                SourceReport(sequence: sequence, activity: activity, routedAccessory: routedTo, headTracking: headTracking),
+                from: source, at: now))
     }
 
     /// What etcd said about a shared device (a cluster's slot).

@@ -25,7 +25,8 @@ import Testing
 
     @Test func theMappingIsCanonical() throws {
         let (json, _) = try Self.roundTrip(WireSamples.telemetryRegister)
-        #expect(json.contains(#""capabilities":["CAPABILITY_PLACEMENT","CAPABILITY_AUDIO_SWITCHING"]"#))
+        #expect(json.contains(#""capabilities":["CAPABILITY_HEAD_TRACKING","CAPABILITY_AUDIO_SPATIALIZATION"]"#))
+        #expect(json.contains(#""spatialExtensionDescription":{"componentType":2735,"#), "uint32 as numbers")
         #expect(json.contains(#""sequence":"43""#))
         #expect(json.contains(#""requestId":"req-0003""#))
         let (sources, _) = try Self.roundTrip(WireSamples.telemetrySources)

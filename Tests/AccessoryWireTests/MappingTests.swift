@@ -45,10 +45,10 @@ import Testing
         }, "the payload names accessory 'earbuds' but the topic names 'headphones'"),
         ("an UNSPECIFIED capability", .with { $0.register = .with { $0.capabilities = [.audioSwitching, .unspecified] } },
          "register.capabilities holds CAPABILITY_UNSPECIFIED, which is not a capability"),
-        ("an unknown capability", .with { $0.register = .with { $0.capabilities = [.UNRECOGNIZED(7)] } },
-         "register.capabilities holds 7, which is not a known Capability"),
-        ("an unknown hardware capability", .with { $0.paired = .with { $0.hardwareCapabilities = [.UNRECOGNIZED(3)] } },
-         "paired.hardware_capabilities holds 3"),
+        ("a capability beyond what a set holds", .with { $0.register = .with { $0.capabilities = [.UNRECOGNIZED(33)] } },
+         "register.capabilities holds 33, beyond the 32 capabilities a set can hold"),
+        ("an unspecified hardware capability", .with { $0.paired = .with { $0.hardwareCapabilities = [.unspecified] } },
+         "paired.hardware_capabilities holds CAPABILITY_UNSPECIFIED"),
         ("an unknown placement", .with { $0.placement = .with { $0.placement = .UNRECOGNIZED(9) } },
          "placement.placement is 9, which is not a known Placement"),
         ("an unknown placement in an update", .with { $0.update = .with { $0.devicePlacement = .UNRECOGNIZED(5) } },
@@ -96,7 +96,7 @@ import Testing
         #expect(state.registration == .registered)
         #expect(state.name == "Studio")
         #expect(state.model == "SP")
-        #expect(state.hardwareCapabilities == [.audioSwitching, .placement])
+        #expect(state.hardwareCapabilities == [.audioSwitching, .placement, .audioSpatialization, .headTracking])
         #expect(try state.configuration.configuration() == accessory.configuration)
         #expect(state.routedSource == Self.phone.data)
         #expect(state.lastSequence == 12)

@@ -25,6 +25,9 @@ import Testing
         (.hubAvailability(hub: hub), "audio/hubs/hub-1/availability"),
         (.bridgeAvailability, "audio/bridge/availability"),
         (.bridgeView, "audio/bridge/view"),
+        (.headTracking(hub: hub, accessory: accessory), "audio/hubs/hub-1/accessories/Headphones_2/headtracking"),
+        (.hostHeadTracking(host: source), "audio/sources/123456789abc/headtracking"),
+        (.frames(host: source, hub: hub, accessory: accessory), "audio/sources/123456789abc/frames/hub-1/Headphones_2"),
     ]
 
     @Test(arguments: topics)
@@ -46,6 +49,7 @@ import Testing
             "audio/sources/+/commands", "audio/bridge/status", "audio/accessories/+/controls",
             "audio/accessories/+/controls/result", "audio/accessories/+/view", "audio/accessories/+/events",
             "audio/hubs/+/availability", "audio/bridge/availability", "audio/bridge/view",
+            "audio/hubs/+/accessories/+/headtracking", "audio/sources/+/headtracking", "audio/sources/+/frames/+/+",
         ])
         for (topic, _) in Self.topics {
             #expect(Topic.Kind.allCases.contains(topic.kind))

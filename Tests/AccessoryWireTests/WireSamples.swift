@@ -25,6 +25,20 @@ enum WireSamples {
     /// The accessory every sample is about.
     static let accessoryID = "acc-7f3a"
 
+    /// A head-tracking session's id: 16 bytes.
+    static let sessionID = Data([
+        0x0F, 0x3C, 0x9A, 0x11, 0x80, 0x00, 0x7E, 0xFF, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF,
+    ])
+
+    /// Apple's example of a spatial rendering extension, with flags and a full mask.
+    static let spatialExtension = Audioaccessory_V1_AudioComponentDescription.with {
+        $0.componentType = 0xaaf
+        $0.componentSubType = 0xc0f
+        $0.componentManufacturer = 0xb05e
+        $0.componentFlags = 1
+        $0.componentFlagsMask = .max
+    }
+
     // MARK: Hub -> bridge: AccessoryTelemetry, one sample per member of its `event` oneof
 
     /// `AccessoryTelemetry` with `paired`; its sequence is `UInt64.max` and the name needs JSON escapes.
@@ -52,7 +66,10 @@ enum WireSamples {
         $0.sequence = 43
         $0.requestID = "req-0003"
         $0.accessoryID = accessoryID
-        $0.register = .with { $0.capabilities = [.placement, .audioSwitching] }
+        $0.register = .with {
+            $0.capabilities = [.headTracking, .audioSpatialization]
+            $0.spatialExtensionDescription = spatialExtension
+        }
     }
 
     /// `AccessoryTelemetry` with `update`, a full configuration.
@@ -65,6 +82,7 @@ enum WireSamples {
             $0.devicePlacement = .overTheEar
             $0.primaryAudioSourceDeviceIdentifier = addressA
             $0.secondaryAudioSourceDeviceIdentifier = addressB
+            $0.spatialExtensionDescription = spatialExtension
         }
     }
 
@@ -95,6 +113,7 @@ enum WireSamples {
         $0.devicePlacement = .inEar
         $0.primaryAudioSourceDeviceIdentifier = addressB
         $0.secondaryAudioSourceDeviceIdentifier = addressC
+        $0.spatialExtensionDescription = spatialExtension
     }
 
     // MARK: Bridge -> hubs and everyone
@@ -123,6 +142,7 @@ enum WireSamples {
             $0.devicePlacement = .onHead
             $0.primaryAudioSourceDeviceIdentifier = addressA
             $0.secondaryAudioSourceDeviceIdentifier = addressB
+            $0.spatialExtensionDescription = spatialExtension
         }
         $0.routedSource = addressA
         $0.lastSequence = .max
@@ -137,6 +157,7 @@ enum WireSamples {
         $0.automaticSwitchingOff = true
         $0.pinnedSource = addressB
         $0.epoch = 4242
+        $0.headTracking = headTrackingSession
     }
 
     // MARK: Bridge <-> playing devices
@@ -148,6 +169,33 @@ enum WireSamples {
         $0.routedAccessoryID = accessoryID
         $0.lastCommandSequence = 1_763_790_000_123_004
         $0.lastCommandEpoch = 4242
+        $0.headTracking = .on
+    }
+
+    // MARK: Head tracking (iOS 27)
+
+    /// A `HeadTrackingSession` whose host's setting changed; its sequence is `UInt64.max`.
+    static let headTrackingSession = Audioaccessory_V1_HeadTrackingSession.with {
+        $0.accessoryID = accessoryID
+        $0.sessionID = sessionID
+        $0.event = .stateChanged
+        $0.host = addressC
+        $0.headTrackingActive = true
+        $0.restorationID = "aab:acc-7f3a"
+        $0.epoch = 4242
+        $0.sequence = .max
+        $0.reason = .switchChanged
+        $0.issuedAtUnixMs = 1_763_790_000_123
+        $0.hubID = "hub-küche"
+    }
+
+    /// A `HeadTrackingFrame`: 13 bytes of IMU data (a rotation vector, an angular velocity and a discontinuity
+    /// count, as Android's head-tracker report), sent at a negative time (a 10-byte varint).
+    static let headTrackingFrame = Audioaccessory_V1_HeadTrackingFrame.with {
+        $0.sessionID = sessionID
+        $0.sequence = 1 << 63
+        $0.sentAtUnixUs = -62_135_596_800_000_000
+        $0.data = Data([0x00, 0x7F, 0x80, 0xFF, 0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0xF0, 0x01])
     }
 
     /// A `SwitchCommand` routing a source that became active.
@@ -213,6 +261,8 @@ enum WireSamples {
         ("bridge_status", bridgeStatus),
         ("rebirth_request", rebirthRequest),
         ("accessory_controls", accessoryControls),
+        ("head_tracking_session", headTrackingSession),
+        ("head_tracking_frame", headTrackingFrame),
     ]
 
     /// The sample called `name`, or nil.

@@ -13,6 +13,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "audioaccessory/v1/controls.pb-c.h"
+#include "audioaccessory/v1/headtracking.pb-c.h"
 #include "audioaccessory/v1/source.pb-c.h"
 #include "audioaccessory/v1/state.pb-c.h"
 #include "audioaccessory/v1/status.pb-c.h"
@@ -45,6 +46,20 @@ static const Audioaccessory__V1__Capability PLACEMENT_THEN_SWITCHING[2] = {
     AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING,
 };
 
+static const Audioaccessory__V1__Capability HEAD_TRACKING_THEN_SPATIALIZATION[2] = {
+    AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING,
+    AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SPATIALIZATION,
+};
+
+/* A head-tracking session's id, 16 bytes. */
+static const uint8_t SESSION_ID[16] = {
+    0x0F, 0x3C, 0x9A, 0x11, 0x80, 0x00, 0x7E, 0xFF, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF,
+};
+/* 13 bytes of IMU data. */
+static const uint8_t FRAME_DATA[13] = {
+    0x00, 0x7F, 0x80, 0xFF, 0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0xF0, 0x01,
+};
+
 static const char *const DIAGNOSTICS[2] = {
     "hub clock is 3 s ahead of the bridge",
     "secondary source without a primary \xe2\x80\x94 ignored", /* U+2014 EM DASH */
@@ -64,18 +79,51 @@ static const char *const DIAGNOSTICS[2] = {
 
 static const char ACCESSORY_ID[] = "acc-7f3a";
 
-static void fill_configuration(Audioaccessory__V1__Configuration *configuration) {
+/* Apple's example of a spatial rendering extension, with flags and a full mask. */
+static void fill_spatial_extension(Audioaccessory__V1__AudioComponentDescription *description) {
+    description->component_type = 0xaaf;
+    description->component_sub_type = 0xc0f;
+    description->component_manufacturer = 0xb05e;
+    description->component_flags = 1;
+    description->component_flags_mask = UINT32_MAX;
+}
+
+/* `description` is the storage of the nested spatial extension. */
+static void fill_configuration(Audioaccessory__V1__Configuration *configuration,
+                               Audioaccessory__V1__AudioComponentDescription *description) {
     configuration->n_device_capabilities = 2;
     configuration->device_capabilities = CAPABILITIES(SWITCHING_THEN_PLACEMENT);
     configuration->device_placement = AUDIOACCESSORY__V1__PLACEMENT__PLACEMENT_OVER_THE_EAR;
     configuration->primary_audio_source_device_identifier = BINARY(ADDRESS_A);
     configuration->secondary_audio_source_device_identifier = BINARY(ADDRESS_B);
+    fill_spatial_extension(description);
+    configuration->spatial_extension_description = description;
 }
 
-/* `configuration` is the storage of the nested configuration. */
-static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state,
-                                 Audioaccessory__V1__Configuration *configuration) {
-    fill_configuration(configuration);
+static void fill_head_tracking_session(Audioaccessory__V1__HeadTrackingSession *session) {
+    session->accessory_id = (char *)ACCESSORY_ID;
+    session->session_id = BINARY(SESSION_ID);
+    session->event = AUDIOACCESSORY__V1__HEAD_TRACKING_EVENT__HEAD_TRACKING_EVENT_STATE_CHANGED;
+    session->host = BINARY(ADDRESS_C);
+    session->head_tracking_active = 1;
+    session->restoration_id = "aab:acc-7f3a";
+    session->epoch = UINT64_C(4242);
+    session->sequence = UINT64_MAX;
+    session->reason = AUDIOACCESSORY__V1__HEAD_TRACKING_REASON__HEAD_TRACKING_REASON_SWITCH_CHANGED;
+    session->issued_at_unix_ms = INT64_C(1763790000123);
+    session->hub_id = "hub-k\xc3\xbc" "che"; /* "hub-küche" */
+}
+
+/* What an accessory state nests, with storage of its own. */
+struct state_storage {
+    Audioaccessory__V1__Configuration configuration;
+    Audioaccessory__V1__AudioComponentDescription description;
+    Audioaccessory__V1__HeadTrackingSession session;
+};
+
+static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state, struct state_storage *storage) {
+    Audioaccessory__V1__Configuration *configuration = &storage->configuration;
+    fill_configuration(configuration, &storage->description);
     configuration->device_placement = AUDIOACCESSORY__V1__PLACEMENT__PLACEMENT_ON_HEAD;
 
     state->accessory_id = (char *)ACCESSORY_ID;
@@ -97,6 +145,16 @@ static void fill_accessory_state(Audioaccessory__V1__AccessoryState *state,
     state->automatic_switching_off = 1;
     state->pinned_source = BINARY(ADDRESS_B);
     state->epoch = UINT64_C(4242);
+    fill_head_tracking_session(&storage->session);
+    state->head_tracking = &storage->session;
+}
+
+static struct state_storage state_storage(void) {
+    return (struct state_storage){
+        .configuration = AUDIOACCESSORY__V1__CONFIGURATION__INIT,
+        .description = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT,
+        .session = AUDIOACCESSORY__V1__HEAD_TRACKING_SESSION__INIT,
+    };
 }
 
 static size_t pack_telemetry(Audioaccessory__V1__AccessoryTelemetry *telemetry, uint8_t *out,
@@ -136,7 +194,10 @@ static size_t pack_telemetry_unpaired(uint8_t *out, size_t capacity) {
 static size_t pack_telemetry_register(uint8_t *out, size_t capacity) {
     Audioaccessory__V1__Register register_ = AUDIOACCESSORY__V1__REGISTER__INIT;
     register_.n_capabilities = 2;
-    register_.capabilities = CAPABILITIES(PLACEMENT_THEN_SWITCHING);
+    register_.capabilities = CAPABILITIES(HEAD_TRACKING_THEN_SPATIALIZATION);
+    Audioaccessory__V1__AudioComponentDescription description = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT;
+    fill_spatial_extension(&description);
+    register_.spatial_extension_description = &description;
 
     Audioaccessory__V1__AccessoryTelemetry telemetry = AUDIOACCESSORY__V1__ACCESSORY_TELEMETRY__INIT;
     telemetry.sequence = 43;
@@ -149,7 +210,8 @@ static size_t pack_telemetry_register(uint8_t *out, size_t capacity) {
 
 static size_t pack_telemetry_update(uint8_t *out, size_t capacity) {
     Audioaccessory__V1__Configuration update = AUDIOACCESSORY__V1__CONFIGURATION__INIT;
-    fill_configuration(&update);
+    Audioaccessory__V1__AudioComponentDescription description = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT;
+    fill_configuration(&update, &description);
 
     Audioaccessory__V1__AccessoryTelemetry telemetry = AUDIOACCESSORY__V1__ACCESSORY_TELEMETRY__INIT;
     telemetry.sequence = 44;
@@ -194,13 +256,16 @@ static size_t pack_configuration(uint8_t *out, size_t capacity) {
     configuration.device_placement = AUDIOACCESSORY__V1__PLACEMENT__PLACEMENT_IN_EAR;
     configuration.primary_audio_source_device_identifier = BINARY(ADDRESS_B);
     configuration.secondary_audio_source_device_identifier = BINARY(ADDRESS_C);
+    Audioaccessory__V1__AudioComponentDescription description = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT;
+    fill_spatial_extension(&description);
+    configuration.spatial_extension_description = &description;
     PACK_CHECKED(audioaccessory__v1__configuration, &configuration);
 }
 
 static size_t pack_request_result(uint8_t *out, size_t capacity) {
-    Audioaccessory__V1__Configuration configuration = AUDIOACCESSORY__V1__CONFIGURATION__INIT;
+    struct state_storage storage = state_storage();
     Audioaccessory__V1__AccessoryState state = AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT;
-    fill_accessory_state(&state, &configuration);
+    fill_accessory_state(&state, &storage);
 
     Audioaccessory__V1__RequestResult result = AUDIOACCESSORY__V1__REQUEST_RESULT__INIT;
     result.request_id = "req-0004";
@@ -214,9 +279,9 @@ static size_t pack_request_result(uint8_t *out, size_t capacity) {
 }
 
 static size_t pack_accessory_state(uint8_t *out, size_t capacity) {
-    Audioaccessory__V1__Configuration configuration = AUDIOACCESSORY__V1__CONFIGURATION__INIT;
+    struct state_storage storage = state_storage();
     Audioaccessory__V1__AccessoryState state = AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT;
-    fill_accessory_state(&state, &configuration);
+    fill_accessory_state(&state, &storage);
     PACK_CHECKED(audioaccessory__v1__accessory_state, &state);
 }
 
@@ -227,7 +292,23 @@ static size_t pack_source_state(uint8_t *out, size_t capacity) {
     state.routed_accessory_id = (char *)ACCESSORY_ID;
     state.last_command_sequence = UINT64_C(1763790000123004);
     state.last_command_epoch = UINT64_C(4242);
+    state.head_tracking = AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_ON;
     PACK_CHECKED(audioaccessory__v1__source_state, &state);
+}
+
+static size_t pack_head_tracking_session(uint8_t *out, size_t capacity) {
+    Audioaccessory__V1__HeadTrackingSession session = AUDIOACCESSORY__V1__HEAD_TRACKING_SESSION__INIT;
+    fill_head_tracking_session(&session);
+    PACK_CHECKED(audioaccessory__v1__head_tracking_session, &session);
+}
+
+static size_t pack_head_tracking_frame(uint8_t *out, size_t capacity) {
+    Audioaccessory__V1__HeadTrackingFrame frame = AUDIOACCESSORY__V1__HEAD_TRACKING_FRAME__INIT;
+    frame.session_id = BINARY(SESSION_ID);
+    frame.sequence = UINT64_C(9223372036854775808);
+    frame.sent_at_unix_us = INT64_C(-62135596800000000);
+    frame.data = BINARY(FRAME_DATA);
+    PACK_CHECKED(audioaccessory__v1__head_tracking_frame, &frame);
 }
 
 static size_t pack_switch_command(uint8_t *out, size_t capacity) {
@@ -293,6 +374,8 @@ static const struct {
     {"bridge_status", pack_bridge_status},
     {"rebirth_request", pack_rebirth_request},
     {"accessory_controls", pack_accessory_controls},
+    {"head_tracking_session", pack_head_tracking_session},
+    {"head_tracking_frame", pack_head_tracking_frame},
 };
 
 size_t cwf_pack_sample(const char *name, uint8_t *out, size_t capacity) {
@@ -323,6 +406,9 @@ static const ProtobufCMessageDescriptor *const DESCRIPTORS[] = {
     &audioaccessory__v1__bridge_status__descriptor,
     &audioaccessory__v1__rebirth_request__descriptor,
     &audioaccessory__v1__accessory_controls__descriptor,
+    &audioaccessory__v1__audio_component_description__descriptor,
+    &audioaccessory__v1__head_tracking_session__descriptor,
+    &audioaccessory__v1__head_tracking_frame__descriptor,
 };
 #define DESCRIPTOR_COUNT (sizeof(DESCRIPTORS) / sizeof(DESCRIPTORS[0]))
 
@@ -343,6 +429,9 @@ static const char *const MESSAGE_NAMES[] = {
     "audioaccessory.v1.BridgeStatus",
     "audioaccessory.v1.RebirthRequest",
     "audioaccessory.v1.AccessoryControls",
+    "audioaccessory.v1.AudioComponentDescription",
+    "audioaccessory.v1.HeadTrackingSession",
+    "audioaccessory.v1.HeadTrackingFrame",
 };
 _Static_assert(sizeof(MESSAGE_NAMES) / sizeof(MESSAGE_NAMES[0]) == DESCRIPTOR_COUNT,
                "one name per descriptor");

@@ -159,6 +159,13 @@ func sdkPack(_ telemetry: Audioaccessory_V1_AccessoryTelemetry, capacity: Int) -
     t.request_id = c(telemetry.requestID)
     t.accessory_id = c(telemetry.accessoryID)
     var capabilities: [Audioaccessory_V1_Capability] = []
+    func spatial(_ description: Audioaccessory_V1_AudioComponentDescription?) {
+        guard let description else { return }
+        t.has_spatial_extension = 1
+        t.spatial_extension = (
+            description.componentType, description.componentSubType, description.componentManufacturer,
+            description.componentFlags, description.componentFlagsMask)
+    }
     switch telemetry.event {
     case .paired(let paired):
         t.operation = AUDIOHUB_OP_PAIR
@@ -170,12 +177,14 @@ func sdkPack(_ telemetry: Audioaccessory_V1_AccessoryTelemetry, capacity: Int) -
     case .register(let register):
         t.operation = AUDIOHUB_OP_REGISTER
         capabilities = register.capabilities
+        spatial(register.hasSpatialExtensionDescription ? register.spatialExtensionDescription : nil)
     case .update(let configuration):
         t.operation = AUDIOHUB_OP_UPDATE
         capabilities = configuration.deviceCapabilities
         t.placement = audiohub_placement(rawValue: UInt32(configuration.devicePlacement.rawValue))
         t.primary = address([UInt8](configuration.primaryAudioSourceDeviceIdentifier))
         t.secondary = address([UInt8](configuration.secondaryAudioSourceDeviceIdentifier))
+        spatial(configuration.hasSpatialExtensionDescription ? configuration.spatialExtensionDescription : nil)
     case .placement(let report):
         t.operation = AUDIOHUB_OP_PLACEMENT
         t.placement = audiohub_placement(rawValue: UInt32(report.placement.rawValue))

@@ -69,6 +69,17 @@ struct Outbox: Sendable {
         return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
     }
 
+    /// Tells the accessory's hub what became of its head-tracking session (rule 13), and the session's host: the
+    /// same message on both topics, QoS 1, not retained. Says whether both could be queued.
+    func publishHeadTracking(_ event: HeadTrackingEvent, hub: HubID) -> Bool {
+        metrics.headTracking[event.kind]?.increment()
+        let bytes = codec.encode(event, hub: hub, as: defaultFormat)
+        let toHub = send(Topic.headTracking(hub: hub, accessory: event.session.accessory), bytes, format: defaultFormat,
+            retain: false)
+        let toHost = send(Topic.hostHeadTracking(host: event.session.host), bytes, format: defaultFormat, retain: false)
+        return toHub && toHost
+    }
+
     /// Publishes plain JSON (or text, or an empty payload) for home automation, QoS 1.
     @discardableResult
     func publish(json payload: [UInt8], to topic: String, retain: Bool) -> Bool {

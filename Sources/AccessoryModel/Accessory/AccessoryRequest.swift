@@ -10,8 +10,9 @@ public enum AccessoryRequest: Hashable, Sendable {
     case paired(name: String, model: String, hardwareCapabilities: Capabilities)
     /// The accessory was removed: its registration ends and its configuration is cleared.
     case unpaired
-    /// `AccessoryControlDevice.register(accessory, capabilities)`.
-    case register(Capabilities)
+    /// `AccessoryControlDevice.register(accessory, configuration)`: its capabilities, and (iOS 27) its spatial
+    /// rendering extension.
+    case register(Capabilities, spatialExtensionDescription: AudioComponentDescription? = nil)
     /// `AccessoryControlDevice.update(_:)` with a full configuration.
     case update(Configuration)
     /// An update of the placement alone.

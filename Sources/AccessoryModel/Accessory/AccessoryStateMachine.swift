@@ -81,8 +81,8 @@ public struct AccessoryStateMachine: Sendable {
             try pair(name: name, model: model, hardware: hardware, hub: hub, now: now)
         case .unpaired:
             try unpair(hub: hub)
-        case .register(let capabilities):
-            try register(capabilities, hub: hub, now: now)
+        case .register(let capabilities, let spatialExtension):
+            try register(capabilities, spatialExtension: spatialExtension, hub: hub, now: now)
         case .update(let configuration):
             try update(for: "updating", hub: hub) { $0 = configuration }
         case .placement(let placement):
@@ -195,7 +195,6 @@ public struct AccessoryStateMachine: Sendable {
     {
         try checkLength(of: name, field: "name")
         try checkLength(of: model, field: "model")
-        try Self.checkKnown(hardware, what: "hardware capabilities")
         guard let registration = accessory?.registration else {
             accessory = Accessory(
                 id: id, hub: hub, registration: .paired, name: name, model: model,
@@ -226,9 +225,9 @@ public struct AccessoryStateMachine: Sendable {
         self.accessory!.pinnedSource = nil
     }
 
-    private mutating func register(_ capabilities: Capabilities, hub: HubID, now: Timestamp)
-        throws(AccessoryControlError)
-    {
+    private mutating func register(
+        _ capabilities: Capabilities, spatialExtension: AudioComponentDescription?, hub: HubID, now: Timestamp
+    ) throws(AccessoryControlError) {
         let accessory = try knownAccessory(for: "registering", by: hub)
         guard accessory.registration != .unpaired else {
             throw .invalidRequest(reason: "accessory \(id) was unpaired; pair it again before registering")
@@ -236,16 +235,18 @@ public struct AccessoryStateMachine: Sendable {
         guard !capabilities.isEmpty else {
             throw .invalidRequest(reason: "register needs at least one capability (.audioSwitching, .placement)")
         }
-        try Self.checkKnown(capabilities, what: "capabilities")
+        // Capabilities this version does not know are kept (a later hub's), as long as the hardware has them.
         let missing = capabilities.subtracting(accessory.hardwareCapabilities)
         guard missing.isEmpty else {
             throw .accessoryNotCapable(
                 reason: "accessory \(id) cannot register \(missing): its hardware capabilities are "
                     + "\(accessory.hardwareCapabilities)")
         }
+        try Self.checkSpatialExtension(spatialExtension, registered: capabilities, id: id)
         self.accessory!.registration = .registered
         self.accessory!.registeredAt = now
         self.accessory!.configuration.deviceCapabilities = capabilities
+        self.accessory!.configuration.spatialExtensionDescription = spatialExtension
         if !capabilities.contains(.placement) {
             self.accessory!.configuration.devicePlacement = nil
         }
@@ -271,6 +272,7 @@ public struct AccessoryStateMachine: Sendable {
                 reason: "placement \(placement) needs the .placement capability, which accessory \(id) did not "
                     + "register")
         }
+        try Self.checkSpatialExtension(configuration.spatialExtensionDescription, registered: registered, id: id)
         // An empty identifier means "none", as nil does: keep one spelling.
         let primary = try Self.checkedSource(configuration.primaryAudioSourceDeviceIdentifier, name: "primary")
         let secondary = try Self.checkedSource(configuration.secondaryAudioSourceDeviceIdentifier, name: "secondary")
@@ -336,11 +338,15 @@ public struct AccessoryStateMachine: Sendable {
         }
     }
 
-    private static func checkKnown(_ capabilities: Capabilities, what: String) throws(AccessoryControlError) {
-        let unknown = capabilities.subtracting(.all)
-        guard unknown.isEmpty else {
-            throw .invalidRequest(reason: "\(what) hold unknown capability bits 0x\(String(unknown.rawValue, radix: 16))")
-        }
+    /// A spatial rendering extension needs ``Capabilities/audioSpatialization`` (as a placement needs
+    /// ``Capabilities/placement``).
+    private static func checkSpatialExtension(
+        _ description: AudioComponentDescription?, registered: Capabilities, id: AccessoryID
+    ) throws(AccessoryControlError) {
+        guard let description, !registered.contains(.audioSpatialization) else { return }
+        throw .accessoryNotCapable(
+            reason: "the spatialExtensionDescription (\(description)) needs the .audioSpatialization capability, "
+                + "which accessory \(id) did not register")
     }
 
     /// The address in an identifier: `nil` when absent or empty, an error when not 6 bytes.

@@ -1,4 +1,5 @@
-/// What an accessory can do: AudioAccessoryKit's `AccessoryControlDevice.Capabilities`.
+/// What an accessory can do: AudioAccessoryKit's `AccessoryControlDevice.Capabilities`. Bits this version does not
+/// know (a later version's capabilities) are kept and shown, never dropped: the wire's capability `n` is bit `n - 1`.
 public struct Capabilities: OptionSet, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt32
 
@@ -10,14 +11,24 @@ public struct Capabilities: OptionSet, Hashable, Sendable, CustomStringConvertib
     public static let audioSwitching = Capabilities(rawValue: 1 << 0)
     /// The accessory reports its placement.
     public static let placement = Capabilities(rawValue: 1 << 1)
+    /// The accessory supports audio spatialization (iOS 27): its configuration may name its spatial rendering
+    /// extension (``Configuration/spatialExtensionDescription``).
+    public static let audioSpatialization = Capabilities(rawValue: 1 << 2)
+    /// The accessory supports head tracking for audio spatialization (iOS 27): worn and routed, it has a
+    /// head-tracking session with the playing device (routing rule 13).
+    public static let headTracking = Capabilities(rawValue: 1 << 3)
 
     /// Every capability this model knows.
-    public static let all: Capabilities = [.audioSwitching, .placement]
+    public static let all: Capabilities = [.audioSwitching, .placement, .audioSpatialization, .headTracking]
 
     /// The known capabilities, in declaration order.
     public static let known: [(capability: Capabilities, name: String)] = [
-        (.audioSwitching, "audioSwitching"), (.placement, "placement"),
+        (.audioSwitching, "audioSwitching"), (.placement, "placement"), (.audioSpatialization, "audioSpatialization"),
+        (.headTracking, "headTracking"),
     ]
+
+    /// The bits this version does not know.
+    public var unknown: Capabilities { subtracting(.all) }
 
     /// `[.audioSwitching, .placement]`, as a person would write it in Swift.
     public var description: String {

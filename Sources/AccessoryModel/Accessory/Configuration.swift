@@ -14,17 +14,21 @@ public struct Configuration: Hashable, Sendable {
     public var primaryAudioSourceDeviceIdentifier: Data?
     /// The Bluetooth address (6 bytes) of the second audio source; never set without a primary.
     public var secondaryAudioSourceDeviceIdentifier: Data?
+    /// The accessory's spatial audio rendering extension (iOS 27); only with ``Capabilities/audioSpatialization``.
+    public var spatialExtensionDescription: AudioComponentDescription?
 
     public init(
         devicePlacement: Placement? = nil,
         deviceCapabilities: Capabilities,
         primaryAudioSourceDeviceIdentifier: Data? = nil,
-        secondaryAudioSourceDeviceIdentifier: Data? = nil
+        secondaryAudioSourceDeviceIdentifier: Data? = nil,
+        spatialExtensionDescription: AudioComponentDescription? = nil
     ) {
         self.devicePlacement = devicePlacement
         self.deviceCapabilities = deviceCapabilities
         self.primaryAudioSourceDeviceIdentifier = primaryAudioSourceDeviceIdentifier
         self.secondaryAudioSourceDeviceIdentifier = secondaryAudioSourceDeviceIdentifier
+        self.spatialExtensionDescription = spatialExtensionDescription
     }
 
     /// No capabilities, no placement, no sources.

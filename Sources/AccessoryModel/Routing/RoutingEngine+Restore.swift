@@ -4,7 +4,13 @@ extension RoutingEngine {
 
     /// Takes an accessory back as it was published before a restart — with the route it had — without running any
     /// rule: nothing is sent. The route is kept only when it is still possible (worn, listed, source free).
-    public mutating func restore(_ view: RoutingAccessory, routedSource: BluetoothAddress?, at now: Timestamp) {
+    /// A head-tracking session it names (`headTracking`) is taken back with its id; ``reconcileHeadTracking(at:)``
+    /// ends it afterwards if it no longer follows the route.
+    public mutating func restore(
+        _ view: RoutingAccessory, routedSource: BluetoothAddress?, headTracking session: HeadTrackingSession? = nil,
+        at now: Timestamp
+    ) {
+        if let session { headTracking.restore(session) }
         if let known = table.kept(view.id), let previous = table.accessories[known].routedSource {
             // A second retained state of the same accessory (delivered again, or written meanwhile by another bridge)
             // replaces the first: the route comes from it alone. Left in place, a route the new state no longer names
@@ -43,6 +49,7 @@ extension RoutingEngine {
     public mutating func restoreSource(_ report: SourceReport, from address: BluetoothAddress, at now: Timestamp) {
         let source = sourceRow(address)
         table.sources[source].lastReportSequence = max(table.sources[source].lastReportSequence, report.sequence)
+        headTracking.restoreHost(address, headTracking: report.headTracking)
         if let activity = report.activity {
             table.setActivity(activity, of: source)
             if activity.isActive {

@@ -35,6 +35,7 @@ extension RoutingEngine {
             sharing.releasedElsewhere(address)
         }
         releaseUnrouted(into: &output)
+        headTrackingChanged(at: now, into: &output)
         output.nextDeadline = nextDeadline
         return output
     }

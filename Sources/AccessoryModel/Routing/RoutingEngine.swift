@@ -38,6 +38,12 @@
 ///     and never routes, pauses or resumes for it; turned back on, the accessory is as if just put on (rule 4). A
 ///     pinned source is its only candidate: another one routed to it is paused, and the pinned one routed if active
 ///     (``SwitchCommand/Reason/controlsChanged``); unpinned, the other connected sources are candidates again.
+/// 13. **Head tracking** (iOS 27): an accessory registered with `.headTracking` that takes part, is worn and is routed
+///     has a session with the playing device routed to it, its host; the session follows the route (the old host's
+///     invalidated before the new host's is activated), and ends when the accessory is taken off, unrouted,
+///     unregistered or no longer takes part, or the bridge shuts down (``HeadTrackingEvent/Reason``). The host's
+///     Head Tracking setting is told as a change of state. The frames go from the hub straight to the host: the
+///     bridge never sees one (``HeadTrackingStateMachine``).
 ///
 /// The engine is split by theme, as swift-nio's `ByteBuffer-core.swift`, `-aux`, `-int`: this file holds its state,
 /// its queries and its transitions; each rule is one function in `RoutingEngine+Rules.swift`, named after what happens
@@ -107,8 +113,15 @@ public struct RoutingEngine: Sendable {
     var restoredActiveSince: Timestamp?
     /// In a cluster, the devices other slots list too: which this slot holds, which it waits for.
     var sharing = SharedDeviceStateMachine()
+    /// Rule 13: the head-tracking sessions, and the hosts' settings.
+    var headTracking: HeadTrackingStateMachine
 
-    public init(policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0) {
+    /// - Parameter sessionKey: what makes head-tracking session ids unguessable (rule 13): the shell draws it from the
+    ///   system's random generator; the default is for tests.
+    public init(
+        policy: Policy = Policy(), instanceID: String, commandSequenceBase: UInt64 = 0, epoch: UInt64 = 0,
+        sessionKey: SessionKey = SessionKey(0, 0)
+    ) {
         self.policy = policy
         self.instanceID = instanceID
         self.commandSequenceBase = commandSequenceBase
@@ -116,6 +129,7 @@ public struct RoutingEngine: Sendable {
         self.highestCommandSequence = commandSequenceBase
         self.resumeWindow = policy.resumeWindow.wholeMilliseconds
         self.interruptionWindow = policy.interruptionWindow.wholeMilliseconds
+        headTracking = HeadTrackingStateMachine(key: sessionKey, epoch: epoch, sequenceBase: commandSequenceBase)
     }
 
     // MARK: - Queries
@@ -144,6 +158,11 @@ public struct RoutingEngine: Sendable {
     /// In a cluster, the shared devices this slot holds, with their epochs.
     public var heldDevices: [BluetoothAddress: UInt64] { sharing.held }
 
+    /// The head-tracking session of `accessory` in force (rule 13), if any.
+    public func headTrackingSession(of accessory: AccessoryID) -> HeadTrackingSession? {
+        headTracking.session(of: accessory)
+    }
+
     /// How many sources the engine keeps (those some accessory lists), by their last reported activity.
     public var sourcesByActivity: [Activity: Int] { table.activityCounts.dictionary }
 
@@ -170,10 +189,12 @@ public struct RoutingEngine: Sendable {
             switchedOff(view.id, into: &output)
             tellWorn(view.id, into: &output)
             releaseUnrouted(into: &output)
+            headTrackingChanged(view, at: now, into: &output)
             output.nextDeadline = nextDeadline
             return output
         }
         guard let (row, previous) = keep(view) else {
+            headTrackingChanged(view, at: now, into: &output)
             output.nextDeadline = nextDeadline
             return output
         }
@@ -212,6 +233,7 @@ public struct RoutingEngine: Sendable {
         forgetUnneeded(row, listedBefore: listedBefore)
         tellWorn(view.id, into: &output)
         releaseUnrouted(into: &output)
+        headTrackingChanged(view, at: now, into: &output)
         output.nextDeadline = nextDeadline
         return output
     }
@@ -263,6 +285,8 @@ public struct RoutingEngine: Sendable {
         }
         pruneSource(address)
         releaseUnrouted(into: &output)
+        output.headTracking += headTracking.hostReported(address, headTracking: report.headTracking, at: now)
+        headTrackingChanged(at: now, into: &output)
         output.nextDeadline = nextDeadline
         return output
     }

@@ -2,7 +2,8 @@
 public struct RoutingOutput: Hashable, Sendable {
     /// The commands to publish, in order.
     public var commands: [SwitchCommand] = []
-    /// The accessories whose routed source changed, each once; ``RoutingEngine/routedSource(for:)`` tells the new one.
+    /// The accessories whose routed source or head-tracking session changed, each once;
+    /// ``RoutingEngine/routedSource(for:)`` tells the new source.
     public var rerouted: [AccessoryID] = []
     /// When ``RoutingEngine/tick(at:)`` next has something to do, if ever.
     public var nextDeadline: Timestamp?
@@ -17,6 +18,9 @@ public struct RoutingOutput: Hashable, Sendable {
     public var claims: [DeviceClaim] = []
     /// In a cluster: the shared devices this slot held and no longer routes, after this output's commands.
     public var releases: [DeviceRelease] = []
+    /// Rule 13: what became of head-tracking sessions, in order (an old host's invalidation before the new host's
+    /// activation).
+    public var headTracking: [HeadTrackingEvent] = []
 
     public init(
         commands: [SwitchCommand] = [], rerouted: [AccessoryID] = [],

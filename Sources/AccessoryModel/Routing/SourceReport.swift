@@ -11,11 +11,15 @@ public struct SourceReport: Hashable, Sendable {
     public var lastCommandSequence: UInt64
     /// The epoch of that command (0 when it does not say, or a single bridge sent it).
     public var lastCommandEpoch: UInt64
+    /// The person's Head Tracking setting on the device, for the accessory it plays on (rule 13); off when the device
+    /// does not say.
+    public var headTracking: Bool
 
     public init(
         sequence: UInt64 = 0, activity: Activity?, routedAccessory: AccessoryID? = nil, lastCommandSequence: UInt64 = 0,
-        lastCommandEpoch: UInt64 = 0
+        lastCommandEpoch: UInt64 = 0, headTracking: Bool = false
     ) {
+        self.headTracking = headTracking
         self.sequence = sequence
         self.activity = activity
         self.routedAccessory = routedAccessory

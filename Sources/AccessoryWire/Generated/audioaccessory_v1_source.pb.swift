@@ -47,6 +47,10 @@ nonisolated struct Audioaccessory_V1_SourceState: Sendable {
   /// compares (epoch, sequence) pairs: a command of a newer owner is newer whatever its sequence.
   var lastCommandEpoch: UInt64 = 0
 
+  /// The person's Head Tracking setting on this device for the accessory it plays on (iOS 27): a head-tracking
+  /// session this device hosts streams only while it is on. UNSPECIFIED: the device does not say (as off).
+  var headTracking: Audioaccessory_V1_HeadTracking = .unspecified
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -89,7 +93,7 @@ fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SourceState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0\u{4}\u{2}last_command_sequence\0\u{3}last_command_epoch\0\u{c}\u{4}\u{1}")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}activity\0\u{3}routed_accessory_id\0\u{4}\u{2}last_command_sequence\0\u{3}last_command_epoch\0\u{3}head_tracking\0\u{c}\u{4}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -102,6 +106,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
       case 3: try { try decoder.decodeSingularStringField(value: &self.routedAccessoryID) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandSequence) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandEpoch) }()
+      case 7: try { try decoder.decodeSingularEnumField(value: &self.headTracking) }()
       default: break
       }
     }
@@ -123,6 +128,9 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if self.lastCommandEpoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.lastCommandEpoch, fieldNumber: 6)
     }
+    if self.headTracking != .unspecified {
+      try visitor.visitSingularEnumField(value: self.headTracking, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -132,6 +140,7 @@ nonisolated extension Audioaccessory_V1_SourceState: SwiftProtobuf.Message, Swif
     if lhs.routedAccessoryID != rhs.routedAccessoryID {return false}
     if lhs.lastCommandSequence != rhs.lastCommandSequence {return false}
     if lhs.lastCommandEpoch != rhs.lastCommandEpoch {return false}
+    if lhs.headTracking != rhs.headTracking {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

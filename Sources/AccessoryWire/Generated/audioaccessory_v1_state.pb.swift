@@ -181,6 +181,17 @@ nonisolated struct Audioaccessory_V1_AccessoryState: @unchecked Sendable {
     set {_uniqueStorage()._epoch = newValue}
   }
 
+  /// The accessory's head-tracking session in force (rule 13), if any: its id, its host, and its order. A bridge
+  /// that takes the accessory over after a restart or a failover takes the session over from here.
+  var headTracking: Audioaccessory_V1_HeadTrackingSession {
+    get {_storage._headTracking ?? Audioaccessory_V1_HeadTrackingSession()}
+    set {_uniqueStorage()._headTracking = newValue}
+  }
+  /// Returns true if `headTracking` has been explicitly set.
+  var hasHeadTracking: Bool {_storage._headTracking != nil}
+  /// Clears the value of `headTracking`. Subsequent reads from it will return its default value.
+  mutating func clearHeadTracking() {_uniqueStorage()._headTracking = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -258,7 +269,7 @@ nonisolated extension Audioaccessory_V1_RequestResult: SwiftProtobuf.Message, Sw
 
 nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".AccessoryState"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0\u{3}automatic_switching_off\0\u{3}pinned_source\0\u{1}epoch\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}accessory_id\0\u{3}hub_id\0\u{1}registration\0\u{1}name\0\u{1}model\0\u{3}hardware_capabilities\0\u{1}configuration\0\u{3}routed_source\0\u{3}last_sequence\0\u{3}updated_at_unix_ms\0\u{1}stale\0\u{1}diagnostics\0\u{3}last_error\0\u{3}last_error_message\0\u{3}automatic_switching_off\0\u{3}pinned_source\0\u{1}epoch\0\u{3}head_tracking\0")
 
   fileprivate class _StorageClass {
     var _accessoryID: String = String()
@@ -278,6 +289,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
     var _automaticSwitchingOff: Bool = false
     var _pinnedSource: Data = Data()
     var _epoch: UInt64 = 0
+    var _headTracking: Audioaccessory_V1_HeadTrackingSession? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -305,6 +317,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       _automaticSwitchingOff = source._automaticSwitchingOff
       _pinnedSource = source._pinnedSource
       _epoch = source._epoch
+      _headTracking = source._headTracking
     }
   }
 
@@ -340,6 +353,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         case 15: try { try decoder.decodeSingularBoolField(value: &_storage._automaticSwitchingOff) }()
         case 16: try { try decoder.decodeSingularBytesField(value: &_storage._pinnedSource) }()
         case 17: try { try decoder.decodeSingularUInt64Field(value: &_storage._epoch) }()
+        case 18: try { try decoder.decodeSingularMessageField(value: &_storage._headTracking) }()
         default: break
         }
       }
@@ -403,6 +417,9 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
       if _storage._epoch != 0 {
         try visitor.visitSingularUInt64Field(value: _storage._epoch, fieldNumber: 17)
       }
+      try { if let v = _storage._headTracking {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -429,6 +446,7 @@ nonisolated extension Audioaccessory_V1_AccessoryState: SwiftProtobuf.Message, S
         if _storage._automaticSwitchingOff != rhs_storage._automaticSwitchingOff {return false}
         if _storage._pinnedSource != rhs_storage._pinnedSource {return false}
         if _storage._epoch != rhs_storage._epoch {return false}
+        if _storage._headTracking != rhs_storage._headTracking {return false}
         return true
       }
       if !storagesAreEqual {return false}

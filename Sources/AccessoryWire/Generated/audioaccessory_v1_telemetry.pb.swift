@@ -151,9 +151,22 @@ nonisolated struct Audioaccessory_V1_Register: Sendable {
 
   var capabilities: [Audioaccessory_V1_Capability] = []
 
+  /// The accessory's spatial rendering extension (iOS 27's register(accessory, configuration)); absent: none. Only
+  /// with CAPABILITY_AUDIO_SPATIALIZATION among the capabilities.
+  var spatialExtensionDescription: Audioaccessory_V1_AudioComponentDescription {
+    get {_spatialExtensionDescription ?? Audioaccessory_V1_AudioComponentDescription()}
+    set {_spatialExtensionDescription = newValue}
+  }
+  /// Returns true if `spatialExtensionDescription` has been explicitly set.
+  var hasSpatialExtensionDescription: Bool {self._spatialExtensionDescription != nil}
+  /// Clears the value of `spatialExtensionDescription`. Subsequent reads from it will return its default value.
+  mutating func clearSpatialExtensionDescription() {self._spatialExtensionDescription = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
+
+  fileprivate var _spatialExtensionDescription: Audioaccessory_V1_AudioComponentDescription? = nil
 }
 
 nonisolated struct Audioaccessory_V1_PlacementReport: Sendable {
@@ -422,7 +435,7 @@ nonisolated extension Audioaccessory_V1_Unpaired: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Audioaccessory_V1_Register: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Register"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}capabilities\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}capabilities\0\u{3}spatial_extension_description\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -431,20 +444,29 @@ nonisolated extension Audioaccessory_V1_Register: SwiftProtobuf.Message, SwiftPr
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedEnumField(value: &self.capabilities) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._spatialExtensionDescription) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.capabilities.isEmpty {
       try visitor.visitPackedEnumField(value: self.capabilities, fieldNumber: 1)
     }
+    try { if let v = self._spatialExtensionDescription {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: Audioaccessory_V1_Register, rhs: Audioaccessory_V1_Register) -> Bool {
     if lhs.capabilities != rhs.capabilities {return false}
+    if lhs._spatialExtensionDescription != rhs._spatialExtensionDescription {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -46,6 +46,14 @@ nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIte
 
   /// The accessory reports its placement (in ear, on head, ...).
   case placement // = 2
+
+  /// The accessory supports audio spatialization (iOS 27): its configuration may name its spatial rendering
+  /// extension (Configuration.spatial_extension_description).
+  case audioSpatialization // = 3
+
+  /// The accessory supports head tracking for audio spatialization (iOS 27): while it is worn and routed to a
+  /// playing device, the bridge runs a head-tracking session with that device (headtracking.proto).
+  case headTracking // = 4
   case UNRECOGNIZED(Int)
 
   init() {
@@ -57,6 +65,8 @@ nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIte
     case 0: self = .unspecified
     case 1: self = .audioSwitching
     case 2: self = .placement
+    case 3: self = .audioSpatialization
+    case 4: self = .headTracking
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -66,6 +76,8 @@ nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIte
     case .unspecified: return 0
     case .audioSwitching: return 1
     case .placement: return 2
+    case .audioSpatialization: return 3
+    case .headTracking: return 4
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -75,6 +87,8 @@ nonisolated enum Audioaccessory_V1_Capability: SwiftProtobuf.Enum, Swift.CaseIte
     .unspecified,
     .audioSwitching,
     .placement,
+    .audioSpatialization,
+    .headTracking,
   ]
 
 }
@@ -412,6 +426,47 @@ nonisolated enum Audioaccessory_V1_Registration: SwiftProtobuf.Enum, Swift.CaseI
 
 }
 
+/// The person's Head Tracking setting on a playing device (Settings, Control Center), for the accessory it plays on.
+nonisolated enum Audioaccessory_V1_HeadTracking: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
+
+  /// The device does not say: as off (a device that says nothing renders nothing).
+  case unspecified // = 0
+  case on // = 1
+  case off // = 2
+  case UNRECOGNIZED(Int)
+
+  init() {
+    self = .unspecified
+  }
+
+  init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .on
+    case 2: self = .off
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .on: return 1
+    case .off: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  static let allCases: [Audioaccessory_V1_HeadTracking] = [
+    .unspecified,
+    .on,
+    .off,
+  ]
+
+}
+
 /// AccessoryControlDevice.Configuration.
 nonisolated struct Audioaccessory_V1_Configuration: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -429,6 +484,41 @@ nonisolated struct Audioaccessory_V1_Configuration: Sendable {
   /// 6-byte Bluetooth address, or empty (nil). Never set without a primary.
   var secondaryAudioSourceDeviceIdentifier: Data = Data()
 
+  /// The accessory's spatial audio rendering extension (iOS 27); absent: none. Only with
+  /// CAPABILITY_AUDIO_SPATIALIZATION among device_capabilities (else ACCESSORY_NOT_CAPABLE).
+  var spatialExtensionDescription: Audioaccessory_V1_AudioComponentDescription {
+    get {_spatialExtensionDescription ?? Audioaccessory_V1_AudioComponentDescription()}
+    set {_spatialExtensionDescription = newValue}
+  }
+  /// Returns true if `spatialExtensionDescription` has been explicitly set.
+  var hasSpatialExtensionDescription: Bool {self._spatialExtensionDescription != nil}
+  /// Clears the value of `spatialExtensionDescription`. Subsequent reads from it will return its default value.
+  mutating func clearSpatialExtensionDescription() {self._spatialExtensionDescription = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _spatialExtensionDescription: Audioaccessory_V1_AudioComponentDescription? = nil
+}
+
+/// AudioToolbox's AudioComponentDescription: what identifies an audio component (here, the accessory's spatial
+/// rendering extension). Apple's example: type 0xaaf, subtype 0xc0f, manufacturer 0xb05e, flags 0, flags mask 0.
+nonisolated struct Audioaccessory_V1_AudioComponentDescription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var componentType: UInt32 = 0
+
+  var componentSubType: UInt32 = 0
+
+  var componentManufacturer: UInt32 = 0
+
+  var componentFlags: UInt32 = 0
+
+  var componentFlagsMask: UInt32 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -439,7 +529,7 @@ nonisolated struct Audioaccessory_V1_Configuration: Sendable {
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
 
 nonisolated extension Audioaccessory_V1_Capability: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CAPABILITY_UNSPECIFIED\0\u{1}CAPABILITY_AUDIO_SWITCHING\0\u{1}CAPABILITY_PLACEMENT\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CAPABILITY_UNSPECIFIED\0\u{1}CAPABILITY_AUDIO_SWITCHING\0\u{1}CAPABILITY_PLACEMENT\0\u{1}CAPABILITY_AUDIO_SPATIALIZATION\0\u{1}CAPABILITY_HEAD_TRACKING\0")
 }
 
 nonisolated extension Audioaccessory_V1_Placement: SwiftProtobuf._ProtoNameProviding {
@@ -466,9 +556,13 @@ nonisolated extension Audioaccessory_V1_Registration: SwiftProtobuf._ProtoNamePr
   static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REGISTRATION_UNSPECIFIED\0\u{1}REGISTRATION_PAIRED\0\u{1}REGISTRATION_REGISTERED\0\u{1}REGISTRATION_INVALIDATED\0\u{1}REGISTRATION_UNPAIRED\0")
 }
 
+nonisolated extension Audioaccessory_V1_HeadTracking: SwiftProtobuf._ProtoNameProviding {
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0HEAD_TRACKING_UNSPECIFIED\0\u{1}HEAD_TRACKING_ON\0\u{1}HEAD_TRACKING_OFF\0")
+}
+
 nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Configuration"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_capabilities\0\u{3}device_placement\0\u{3}primary_audio_source_device_identifier\0\u{3}secondary_audio_source_device_identifier\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_capabilities\0\u{3}device_placement\0\u{3}primary_audio_source_device_identifier\0\u{3}secondary_audio_source_device_identifier\0\u{3}spatial_extension_description\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -480,12 +574,17 @@ nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, Sw
       case 2: try { try decoder.decodeSingularEnumField(value: &self.devicePlacement) }()
       case 3: try { try decoder.decodeSingularBytesField(value: &self.primaryAudioSourceDeviceIdentifier) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.secondaryAudioSourceDeviceIdentifier) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._spatialExtensionDescription) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.deviceCapabilities.isEmpty {
       try visitor.visitPackedEnumField(value: self.deviceCapabilities, fieldNumber: 1)
     }
@@ -498,6 +597,9 @@ nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, Sw
     if !self.secondaryAudioSourceDeviceIdentifier.isEmpty {
       try visitor.visitSingularBytesField(value: self.secondaryAudioSourceDeviceIdentifier, fieldNumber: 4)
     }
+    try { if let v = self._spatialExtensionDescription {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -506,6 +608,57 @@ nonisolated extension Audioaccessory_V1_Configuration: SwiftProtobuf.Message, Sw
     if lhs.devicePlacement != rhs.devicePlacement {return false}
     if lhs.primaryAudioSourceDeviceIdentifier != rhs.primaryAudioSourceDeviceIdentifier {return false}
     if lhs.secondaryAudioSourceDeviceIdentifier != rhs.secondaryAudioSourceDeviceIdentifier {return false}
+    if lhs._spatialExtensionDescription != rhs._spatialExtensionDescription {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Audioaccessory_V1_AudioComponentDescription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".AudioComponentDescription"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}component_type\0\u{3}component_sub_type\0\u{3}component_manufacturer\0\u{3}component_flags\0\u{3}component_flags_mask\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.componentType) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.componentSubType) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.componentManufacturer) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.componentFlags) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.componentFlagsMask) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.componentType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.componentType, fieldNumber: 1)
+    }
+    if self.componentSubType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.componentSubType, fieldNumber: 2)
+    }
+    if self.componentManufacturer != 0 {
+      try visitor.visitSingularUInt32Field(value: self.componentManufacturer, fieldNumber: 3)
+    }
+    if self.componentFlags != 0 {
+      try visitor.visitSingularUInt32Field(value: self.componentFlags, fieldNumber: 4)
+    }
+    if self.componentFlagsMask != 0 {
+      try visitor.visitSingularUInt32Field(value: self.componentFlagsMask, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Audioaccessory_V1_AudioComponentDescription, rhs: Audioaccessory_V1_AudioComponentDescription) -> Bool {
+    if lhs.componentType != rhs.componentType {return false}
+    if lhs.componentSubType != rhs.componentSubType {return false}
+    if lhs.componentManufacturer != rhs.componentManufacturer {return false}
+    if lhs.componentFlags != rhs.componentFlags {return false}
+    if lhs.componentFlagsMask != rhs.componentFlagsMask {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

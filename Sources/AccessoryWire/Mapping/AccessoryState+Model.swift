@@ -3,7 +3,10 @@ import Foundation
 
 extension Audioaccessory_V1_AccessoryState {
     /// The published state of `accessory`, with the source the routing engine routes to it.
-    init(_ accessory: Accessory, routedSource: BluetoothAddress?, epoch: UInt64 = 0) {
+    init(
+        _ accessory: Accessory, routedSource: BluetoothAddress?, epoch: UInt64 = 0,
+        headTracking: HeadTrackingSession? = nil
+    ) {
         self.init()
         accessoryID = accessory.id.rawValue
         hubID = accessory.hub.rawValue
@@ -24,11 +27,17 @@ extension Audioaccessory_V1_AccessoryState {
         automaticSwitchingOff = !accessory.automaticSwitching
         pinnedSource = accessory.pinnedSource?.data ?? Data()
         self.epoch = epoch
+        if let headTracking {
+            self.headTracking = .init(
+                HeadTrackingEvent(.activated, headTracking, reason: .routed, at: accessory.updatedAt),
+                hub: accessory.hub)
+        }
     }
 
     /// The published form of `state`.
     init(_ state: AccessoryState) {
-        self.init(state.accessory, routedSource: state.routedSource, epoch: state.epoch)
+        self.init(
+            state.accessory, routedSource: state.routedSource, epoch: state.epoch, headTracking: state.headTracking)
     }
 }
 
@@ -57,6 +66,8 @@ extension Audioaccessory_V1_AccessoryState {
             registeredAt: registration == .registered ? min(updatedAt, now) : nil, isStale: stale,
             diagnostics: diagnostics.map(Diagnostic.init(description:)), automaticSwitching: !automaticSwitchingOff,
             pinnedSource: BluetoothAddress(bytes: pinnedSource))
-        return AccessoryState(accessory, routedSource: BluetoothAddress(bytes: routedSource), epoch: epoch)
+        return AccessoryState(
+            accessory, routedSource: BluetoothAddress(bytes: routedSource), epoch: epoch,
+            headTracking: hasHeadTracking ? try headTracking.news().session : nil)
     }
 }

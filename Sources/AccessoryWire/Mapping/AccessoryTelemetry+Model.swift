@@ -27,7 +27,10 @@ extension Audioaccessory_V1_AccessoryTelemetry {
         case .unpaired?:
             return .unpaired
         case .register(let register)?:
-            return .register(try register.capabilities.capabilities(field: "register.capabilities"))
+            return .register(
+                try register.capabilities.capabilities(field: "register.capabilities"),
+                spatialExtensionDescription: register.hasSpatialExtensionDescription
+                    ? register.spatialExtensionDescription.model : nil)
         case .update(let configuration)?:
             return .update(try configuration.configuration())
         case .placement(let report)?:
@@ -56,8 +59,11 @@ extension Audioaccessory_V1_AccessoryTelemetry {
             }
         case .unpaired:
             unpaired = .init()
-        case .register(let capabilities):
-            register = .with { $0.capabilities = .init(capabilities) }
+        case .register(let capabilities, let spatialExtension):
+            register = .with {
+                $0.capabilities = .init(capabilities)
+                if let spatialExtension { $0.spatialExtensionDescription = .init(spatialExtension) }
+            }
         case .update(let configuration):
             update = .init(configuration)
         case .placement(let placement):

@@ -3,30 +3,43 @@ import AccessoryModel
 // The enums of types.proto and their model counterparts. Inbound values that are UNSPECIFIED where a value is
 // required, or unknown to this version, become an `invalidRequest` that names the field.
 
+extension Capabilities {
+    /// The raw value the wire's capability `value` stands for: value `n` is bit `n - 1`, known to this version or not
+    /// (a later version's capabilities are kept and shown, never dropped); `nil` for UNSPECIFIED or beyond 32.
+    static func bit(of value: Audioaccessory_V1_Capability) -> Capabilities? {
+        guard (1...32).contains(value.rawValue) else { return nil }
+        return Capabilities(rawValue: 1 << UInt32(value.rawValue - 1))
+    }
+}
+
 /// The wire list of each combination of known capabilities, indexed by raw value: built once, shared by every
 /// message (a copy of an array is free until it is changed).
-private let capabilityLists: [[Audioaccessory_V1_Capability]] = [
-    [], [.audioSwitching], [.placement], [.audioSwitching, .placement],
-]
+private let capabilityLists: [[Audioaccessory_V1_Capability]] = (0..<(1 << Capabilities.known.count)).map { raw in
+    (0..<Capabilities.known.count).filter { raw & (1 << $0) != 0 }.map { Audioaccessory_V1_Capability(rawValue: $0 + 1)! }
+}
 
 extension Array where Element == Audioaccessory_V1_Capability {
-    /// The wire list of `capabilities` (known ones only), in declaration order.
+    /// The wire list of `capabilities`, in declaration order, bits this version does not know last (as numbers).
     init(_ capabilities: Capabilities) {
         self = capabilityLists[Int(capabilities.intersection(.all).rawValue)]
+        let unknown = capabilities.unknown.rawValue
+        guard unknown != 0 else { return }
+        for bit in 0..<32 where unknown & (1 << bit) != 0 {
+            append(Audioaccessory_V1_Capability(rawValue: bit + 1)!)
+        }
     }
 
-    /// The capabilities of a repeated `Capability` field named `field`.
+    /// The capabilities of a repeated `Capability` field named `field`; values this version does not know are kept.
     func capabilities(field: String) throws(AccessoryControlError) -> Capabilities {
         var capabilities: Capabilities = []
         for value in self {
-            switch value {
-            case .audioSwitching: capabilities.insert(.audioSwitching)
-            case .placement: capabilities.insert(.placement)
-            case .unspecified:
-                throw .invalidRequest(reason: "\(field) holds CAPABILITY_UNSPECIFIED, which is not a capability")
-            case .UNRECOGNIZED(let raw):
-                throw .invalidRequest(reason: "\(field) holds \(raw), which is not a known Capability")
+            guard let bit = Capabilities.bit(of: value) else {
+                throw .invalidRequest(
+                    reason: value == .unspecified
+                        ? "\(field) holds CAPABILITY_UNSPECIFIED, which is not a capability"
+                        : "\(field) holds \(value.rawValue), beyond the 32 capabilities a set can hold")
             }
+            capabilities.insert(bit)
         }
         return capabilities
     }

@@ -9,6 +9,7 @@ extension Audioaccessory_V1_SourceState {
         routedAccessoryID = report.routedAccessory?.rawValue ?? ""
         lastCommandSequence = report.lastCommandSequence
         lastCommandEpoch = report.lastCommandEpoch
+        headTracking = report.headTracking ? .on : .off
     }
 
     /// The report for the routing engine; an unknown activity or a malformed accessory id is an error.
@@ -21,8 +22,15 @@ extension Audioaccessory_V1_SourceState {
             }
             routed = id
         }
+        let on: Bool
+        switch headTracking {
+        case .on: on = true
+        case .off, .unspecified: on = false
+        case .UNRECOGNIZED(let raw):
+            throw .invalidRequest(reason: "head_tracking is \(raw), which is not a known HeadTracking")
+        }
         return SourceReport(
             sequence: sequence, activity: try activity.activity(field: "activity"), routedAccessory: routed,
-            lastCommandSequence: lastCommandSequence, lastCommandEpoch: lastCommandEpoch)
+            lastCommandSequence: lastCommandSequence, lastCommandEpoch: lastCommandEpoch, headTracking: on)
     }
 }

@@ -14,18 +14,22 @@ import SwiftProtobuf
 ///
 /// JSON does not come through here, nor does any other message: those are built and encoded by swift-protobuf.
 enum OutboundEncoder {
-    /// `AccessoryState.hardware_capabilities` (field 6) for each combination of capabilities, by raw value.
-    private static let hardwareCapabilityFields: [[UInt8]] = (0..<4).map { raw in
-        try! Audioaccessory_V1_AccessoryState.with {
-            $0.hardwareCapabilities = .init(Capabilities(rawValue: UInt32(raw)))
-        }.serializedBytes()
+    /// `AccessoryState.hardware_capabilities` (field 6) for each combination of known capabilities, by raw value.
+    private static let hardwareCapabilityFields: [[UInt8]] = (0..<(1 << Capabilities.known.count)).map { raw in
+        hardwareCapabilityField(Capabilities(rawValue: UInt32(raw)))
     }
 
-    /// `Configuration.device_capabilities` (field 1) for each combination of capabilities, by raw value.
-    private static let deviceCapabilityFields: [[UInt8]] = (0..<4).map { raw in
-        try! Audioaccessory_V1_Configuration.with {
-            $0.deviceCapabilities = .init(Capabilities(rawValue: UInt32(raw)))
-        }.serializedBytes()
+    /// `Configuration.device_capabilities` (field 1) for each combination of known capabilities, by raw value.
+    private static let deviceCapabilityFields: [[UInt8]] = (0..<(1 << Capabilities.known.count)).map { raw in
+        deviceCapabilityField(Capabilities(rawValue: UInt32(raw)))
+    }
+
+    private static func hardwareCapabilityField(_ capabilities: Capabilities) -> [UInt8] {
+        try! Audioaccessory_V1_AccessoryState.with { $0.hardwareCapabilities = .init(capabilities) }.serializedBytes()
+    }
+
+    private static func deviceCapabilityField(_ capabilities: Capabilities) -> [UInt8] {
+        try! Audioaccessory_V1_Configuration.with { $0.deviceCapabilities = .init(capabilities) }.serializedBytes()
     }
 
     /// `Audioaccessory_V1_AccessoryState(state)`'s bytes.
@@ -38,12 +42,18 @@ enum OutboundEncoder {
         writer.enumeration(3, Audioaccessory_V1_Registration(accessory.registration))
         writer.string(4, accessory.name)
         writer.string(5, accessory.model)
-        writer.raw(hardwareCapabilityFields[index(accessory.hardwareCapabilities)])
+        // A later version's capabilities (rare) go through swift-protobuf; the known ones come from the tables.
+        let hardware = accessory.hardwareCapabilities
+        writer.raw(hardware.unknown.isEmpty ? hardwareCapabilityFields[index(hardware)] : hardwareCapabilityField(hardware))
         writer.message(7) { writer in
-            writer.raw(deviceCapabilityFields[index(configuration.deviceCapabilities)])
+            let device = configuration.deviceCapabilities
+            writer.raw(device.unknown.isEmpty ? deviceCapabilityFields[index(device)] : deviceCapabilityField(device))
             writer.enumeration(2, Audioaccessory_V1_Placement(configuration.devicePlacement))
             if let primary = configuration.primaryAudioSourceDeviceIdentifier { writer.bytes(3, primary) }
             if let secondary = configuration.secondaryAudioSourceDeviceIdentifier { writer.bytes(4, secondary) }
+            if let description = configuration.spatialExtensionDescription {
+                writer.message(5, encoded: try! Audioaccessory_V1_AudioComponentDescription(description).serializedBytes() as [UInt8])
+            }
         }
         writer.address(8, state.routedSource)
         writer.uint64(9, accessory.lastSequence)
@@ -57,6 +67,12 @@ enum OutboundEncoder {
         writer.bool(15, !accessory.automaticSwitching)
         writer.address(16, accessory.pinnedSource)
         writer.uint64(17, state.epoch)
+        if let session = state.headTracking {
+            // Only the accessories with a head-tracking session: swift-protobuf writes it.
+            let news = Audioaccessory_V1_HeadTrackingSession(
+                HeadTrackingEvent(.activated, session, reason: .routed, at: accessory.updatedAt), hub: accessory.hub)
+            writer.message(18, encoded: try! news.serializedBytes() as [UInt8])
+        }
         return writer.bytes
     }
 

@@ -137,6 +137,21 @@ extension WireCodec {
         return try valued { () throws(AccessoryControlError) in try message.request() }
     }
 
+    // MARK: Head tracking (bridge -> hub and host)
+
+    /// A session's news, for the accessory's hub `hub` (and the session's host).
+    public func encode(_ event: HeadTrackingEvent, hub: HubID, as format: PayloadFormat) -> [UInt8] {
+        encode(Audioaccessory_V1_HeadTrackingSession(event, hub: hub), as: format)
+    }
+
+    /// A session's news, with the hub it names (if any).
+    public func decode(_: HeadTrackingEvent.Type, from payload: [UInt8], format: PayloadFormat) throws(WireError)
+        -> (event: HeadTrackingEvent, hub: HubID?)
+    {
+        let message = try decode(Audioaccessory_V1_HeadTrackingSession.self, from: payload, format: format)
+        return (try valued { () throws(AccessoryControlError) in try message.news() }, message.hub)
+    }
+
     /// Runs a decoding that may also refuse a value, with that refusal as a ``WireError``.
     private func valued<T>(_ body: () throws(AccessoryControlError) -> T) throws(WireError) -> T {
         do {

@@ -88,6 +88,14 @@ extension Topic {
             return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .telemetry(hub: hub, accessory: $0) } }
         case 5 where levels.is(0, "hubs") && levels.is(2, "accessories") && levels.is(4, "result"):
             return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .result(hub: hub, accessory: $0) } }
+        case 5 where levels.is(0, "hubs") && levels.is(2, "accessories") && levels.is(4, "headtracking"):
+            return hub(levels, 1).flatMap { hub in accessory(levels, 3).map { .headTracking(hub: hub, accessory: $0) } }
+        case 5 where levels.is(0, "sources") && levels.is(2, "frames"):
+            return source(levels, 1).flatMap { host in
+                hub(levels, 3).flatMap { hub in accessory(levels, 4).map { .frames(host: host, hub: hub, accessory: $0) } }
+            }
+        case 3 where levels.is(0, "sources") && levels.is(2, "headtracking"):
+            return source(levels, 1).map { .hostHeadTracking(host: $0) }
         case 3 where levels.is(0, "hubs") && levels.is(2, "status"):
             return hub(levels, 1).map { .hubStatus(hub: $0) }
         case 3 where levels.is(0, "hubs") && levels.is(2, "rebirth"):

@@ -22,6 +22,9 @@ import Foundation
 /// | `R/sources/{source}/state` | playing device → bridge (retained) |
 /// | `R/sources/{source}/commands` | bridge → playing device |
 /// | `R/bridge/status` | bridge (its will says offline) |
+/// | `R/hubs/{hub}/accessories/{accessory}/headtracking` | bridge → hub: its head-tracking sessions (rule 13) |
+/// | `R/sources/{host}/headtracking` | bridge → playing device: the head-tracking sessions it hosts |
+/// | `R/sources/{host}/frames/{hub}/{accessory}` | hub → playing device: IMU frames, never through the bridge |
 public enum Topic: Hashable, Sendable, CustomStringConvertible {
     case telemetry(hub: HubID, accessory: AccessoryID)
     case result(hub: HubID, accessory: AccessoryID)
@@ -40,11 +43,15 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     case sourceState(source: BluetoothAddress)
     case sourceCommands(source: BluetoothAddress)
     case bridgeStatus
+    case headTracking(hub: HubID, accessory: AccessoryID)
+    case hostHeadTracking(host: BluetoothAddress)
+    case frames(host: BluetoothAddress, hub: HubID, accessory: AccessoryID)
 
     /// The kinds of topics, for subscriptions.
     public enum Kind: Hashable, Sendable, CaseIterable {
         case telemetry, result, hubStatus, rebirth, responses, accessoryState, sourceState, sourceCommands, bridgeStatus
         case controls, controlsResult, accessoryView, accessoryEvents, hubAvailability, bridgeAvailability, bridgeView
+        case headTracking, hostHeadTracking, frames
 
         /// The filter matching every topic of this kind, such as `audio/hubs/+/accessories/+/telemetry`.
         public func filter(under root: TopicRoot) -> String {
@@ -66,6 +73,9 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
             case .hubAvailability: levels = "hubs/+/availability"
             case .bridgeAvailability: levels = "bridge/availability"
             case .bridgeView: levels = "bridge/view"
+            case .headTracking: levels = "hubs/+/accessories/+/headtracking"
+            case .hostHeadTracking: levels = "sources/+/headtracking"
+            case .frames: levels = "sources/+/frames/+/+"
             }
             return root.rawValue + "/" + levels
         }
@@ -94,6 +104,9 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .hubAvailability: .hubAvailability
         case .bridgeAvailability: .bridgeAvailability
         case .bridgeView: .bridgeView
+        case .headTracking: .headTracking
+        case .hostHeadTracking: .hostHeadTracking
+        case .frames: .frames
         }
     }
 
@@ -121,6 +134,9 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .hubAvailability(let hub): "hubs/\(hub)/availability"
         case .bridgeAvailability: "bridge/availability"
         case .bridgeView: "bridge/view"
+        case .headTracking(let hub, let accessory): "hubs/\(hub)/accessories/\(accessory)/headtracking"
+        case .hostHeadTracking(let host): "sources/\(host.topicID)/headtracking"
+        case .frames(let host, let hub, let accessory): "sources/\(host.topicID)/frames/\(hub)/\(accessory)"
         }
     }
 }

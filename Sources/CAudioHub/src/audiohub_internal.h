@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-/* The most capability values one telemetry carries (the schema has two capabilities). */
-#define AUDIOHUB_INTERNAL_MAX_CAPABILITIES 2
+/* The most capability values one telemetry carries (the schema has four capabilities). */
+#define AUDIOHUB_INTERNAL_MAX_CAPABILITIES 4
 
 /* One AccessoryTelemetry as the SDK sends it. */
 struct audiohub_internal_telemetry {
@@ -32,6 +32,9 @@ struct audiohub_internal_telemetry {
     enum audiohub_placement placement;   /* update, placement */
     struct audiohub_address primary;     /* update, sources */
     struct audiohub_address secondary;   /* update, sources */
+    /* register, update: the spatial rendering extension (iOS 27), when has_spatial_extension. */
+    int has_spatial_extension;
+    uint32_t spatial_extension[5]; /* type, subtype, manufacturer, flags, flags mask */
 };
 
 /* The wire values of the AUDIOHUB_CAP_* bits `capabilities`, ascending, into `out` (room for

@@ -209,6 +209,14 @@ size_t audiohub_internal_pack_telemetry(const struct audiohub_internal_telemetry
     Audioaccessory__V1__Configuration update = AUDIOACCESSORY__V1__CONFIGURATION__INIT;
     Audioaccessory__V1__PlacementReport placement = AUDIOACCESSORY__V1__PLACEMENT_REPORT__INIT;
     Audioaccessory__V1__SourcesReport sources = AUDIOACCESSORY__V1__SOURCES_REPORT__INIT;
+    Audioaccessory__V1__AudioComponentDescription spatial = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT;
+    spatial.component_type = telemetry->spatial_extension[0];
+    spatial.component_sub_type = telemetry->spatial_extension[1];
+    spatial.component_manufacturer = telemetry->spatial_extension[2];
+    spatial.component_flags = telemetry->spatial_extension[3];
+    spatial.component_flags_mask = telemetry->spatial_extension[4];
+    Audioaccessory__V1__AudioComponentDescription *spatial_extension =
+        telemetry->has_spatial_extension ? &spatial : NULL;
 
     switch (telemetry->operation) {
     case AUDIOHUB_OP_PAIR:
@@ -226,6 +234,7 @@ size_t audiohub_internal_pack_telemetry(const struct audiohub_internal_telemetry
     case AUDIOHUB_OP_REGISTER:
         register_.n_capabilities = telemetry->capabilities_count;
         register_.capabilities = capabilities;
+        register_.spatial_extension_description = spatial_extension;
         message.event_case = AUDIOACCESSORY__V1__ACCESSORY_TELEMETRY__EVENT_REGISTER;
         message.register_ = &register_;
         break;
@@ -235,6 +244,7 @@ size_t audiohub_internal_pack_telemetry(const struct audiohub_internal_telemetry
         update.device_placement = (Audioaccessory__V1__Placement)telemetry->placement;
         update.primary_audio_source_device_identifier = binary(&telemetry->primary);
         update.secondary_audio_source_device_identifier = binary(&telemetry->secondary);
+        update.spatial_extension_description = spatial_extension;
         message.event_case = AUDIOACCESSORY__V1__ACCESSORY_TELEMETRY__EVENT_UPDATE;
         message.update = &update;
         break;

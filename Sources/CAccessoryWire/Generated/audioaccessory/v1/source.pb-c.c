@@ -97,7 +97,7 @@ void   audioaccessory__v1__switch_command__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__switch_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[5] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_descriptors[6] =
 {
   {
     "sequence",
@@ -159,9 +159,22 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__source_state__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "head_tracking",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__SourceState, head_tracking),
+    &audioaccessory__v1__head_tracking__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__source_state__field_indices_by_name[] = {
   1,   /* field[1] = activity */
+  5,   /* field[5] = head_tracking */
   4,   /* field[4] = last_command_epoch */
   3,   /* field[3] = last_command_sequence */
   2,   /* field[2] = routed_accessory_id */
@@ -171,7 +184,7 @@ static const ProtobufCIntRange audioaccessory__v1__source_state__number_ranges[2
 {
   { 1, 0 },
   { 5, 3 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
 {
@@ -181,7 +194,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__source_state__descriptor =
   "Audioaccessory__V1__SourceState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__SourceState),
-  5,
+  6,
   audioaccessory__v1__source_state__field_descriptors,
   audioaccessory__v1__source_state__field_indices_by_name,
   2,  audioaccessory__v1__source_state__number_ranges,

@@ -52,10 +52,15 @@ struct  Audioaccessory__V1__SourceState
    * compares (epoch, sequence) pairs: a command of a newer owner is newer whatever its sequence.
    */
   uint64_t last_command_epoch;
+  /*
+   * The person's Head Tracking setting on this device for the accessory it plays on (iOS 27): a head-tracking
+   * session this device hosts streams only while it is on. UNSPECIFIED: the device does not say (as off).
+   */
+  Audioaccessory__V1__HeadTracking head_tracking;
 };
 #define AUDIOACCESSORY__V1__SOURCE_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__source_state__descriptor) \
-    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0 }
+    , 0, AUDIOACCESSORY__V1__ACTIVITY__ACTIVITY_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_UNSPECIFIED }
 
 
 /*

@@ -213,7 +213,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__request_result__descriptor 
   (ProtobufCMessageInit) audioaccessory__v1__request_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[17] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field_descriptors[18] =
 {
   {
     "accessory_id",
@@ -419,6 +419,18 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__accessory_state__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "head_tracking",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AccessoryState, head_tracking),
+    &audioaccessory__v1__head_tracking_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name[] = {
   0,   /* field[0] = accessory_id */
@@ -427,6 +439,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
   11,   /* field[11] = diagnostics */
   16,   /* field[16] = epoch */
   5,   /* field[5] = hardware_capabilities */
+  17,   /* field[17] = head_tracking */
   1,   /* field[1] = hub_id */
   12,   /* field[12] = last_error */
   13,   /* field[13] = last_error_message */
@@ -442,7 +455,7 @@ static const unsigned audioaccessory__v1__accessory_state__field_indices_by_name
 static const ProtobufCIntRange audioaccessory__v1__accessory_state__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 17 }
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor =
 {
@@ -452,7 +465,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__accessory_state__descriptor
   "Audioaccessory__V1__AccessoryState",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__AccessoryState),
-  17,
+  18,
   audioaccessory__v1__accessory_state__field_descriptors,
   audioaccessory__v1__accessory_state__field_indices_by_name,
   1,  audioaccessory__v1__accessory_state__number_ranges,

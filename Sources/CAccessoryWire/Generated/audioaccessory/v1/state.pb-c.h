@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "audioaccessory/v1/types.pb-c.h"
+#include "audioaccessory/v1/headtracking.pb-c.h"
 
 typedef struct Audioaccessory__V1__RequestResult Audioaccessory__V1__RequestResult;
 typedef struct Audioaccessory__V1__AccessoryState Audioaccessory__V1__AccessoryState;
@@ -122,10 +123,15 @@ struct  Audioaccessory__V1__AccessoryState
    * The ownership epoch of the bridge that published this state (see RequestResult.epoch; 0 for a single bridge).
    */
   uint64_t epoch;
+  /*
+   * The accessory's head-tracking session in force (rule 13), if any: its id, its host, and its order. A bridge
+   * that takes the accessory over after a restart or a failover takes the session over from here.
+   */
+  Audioaccessory__V1__HeadTrackingSession *head_tracking;
 };
 #define AUDIOACCESSORY__V1__ACCESSORY_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__accessory_state__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, NULL, {0,NULL}, 0, 0, 0, 0,NULL, AUDIOACCESSORY__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, NULL }
 
 
 /* Audioaccessory__V1__RequestResult methods */

@@ -547,7 +547,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__unpaired__descriptor =
   (ProtobufCMessageInit) audioaccessory__v1__unpaired__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor audioaccessory__v1__register__field_descriptors[1] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__register__field_descriptors[2] =
 {
   {
     "capabilities",
@@ -561,14 +561,27 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__register__field_descri
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "spatial_extension_description",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__Register, spatial_extension_description),
+    &audioaccessory__v1__audio_component_description__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__register__field_indices_by_name[] = {
   0,   /* field[0] = capabilities */
+  1,   /* field[1] = spatial_extension_description */
 };
 static const ProtobufCIntRange audioaccessory__v1__register__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__register__descriptor =
 {
@@ -578,7 +591,7 @@ const ProtobufCMessageDescriptor audioaccessory__v1__register__descriptor =
   "Audioaccessory__V1__Register",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__Register),
-  1,
+  2,
   audioaccessory__v1__register__field_descriptors,
   audioaccessory__v1__register__field_indices_by_name,
   1,  audioaccessory__v1__register__number_ranges,

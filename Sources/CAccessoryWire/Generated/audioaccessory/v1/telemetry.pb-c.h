@@ -120,10 +120,15 @@ struct  Audioaccessory__V1__Register
   ProtobufCMessage base;
   size_t n_capabilities;
   Audioaccessory__V1__Capability *capabilities;
+  /*
+   * The accessory's spatial rendering extension (iOS 27's register(accessory, configuration)); absent: none. Only
+   * with CAPABILITY_AUDIO_SPATIALIZATION among the capabilities.
+   */
+  Audioaccessory__V1__AudioComponentDescription *spatial_extension_description;
 };
 #define AUDIOACCESSORY__V1__REGISTER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__register__descriptor) \
-    , 0,NULL }
+    , 0,NULL, NULL }
 
 
 struct  Audioaccessory__V1__PlacementReport

@@ -52,7 +52,52 @@ void   audioaccessory__v1__configuration__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__configuration__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor audioaccessory__v1__configuration__field_descriptors[4] =
+void   audioaccessory__v1__audio_component_description__init
+                     (Audioaccessory__V1__AudioComponentDescription         *message)
+{
+  static const Audioaccessory__V1__AudioComponentDescription init_value = AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT;
+  *message = init_value;
+}
+size_t audioaccessory__v1__audio_component_description__get_packed_size
+                     (const Audioaccessory__V1__AudioComponentDescription *message)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__audio_component_description__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t audioaccessory__v1__audio_component_description__pack
+                     (const Audioaccessory__V1__AudioComponentDescription *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__audio_component_description__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t audioaccessory__v1__audio_component_description__pack_to_buffer
+                     (const Audioaccessory__V1__AudioComponentDescription *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__audio_component_description__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Audioaccessory__V1__AudioComponentDescription *
+       audioaccessory__v1__audio_component_description__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Audioaccessory__V1__AudioComponentDescription *)
+     protobuf_c_message_unpack (&audioaccessory__v1__audio_component_description__descriptor,
+                                allocator, len, data);
+}
+void   audioaccessory__v1__audio_component_description__free_unpacked
+                     (Audioaccessory__V1__AudioComponentDescription *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &audioaccessory__v1__audio_component_description__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor audioaccessory__v1__configuration__field_descriptors[5] =
 {
   {
     "device_capabilities",
@@ -102,17 +147,30 @@ static const ProtobufCFieldDescriptor audioaccessory__v1__configuration__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "spatial_extension_description",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__Configuration, spatial_extension_description),
+    &audioaccessory__v1__audio_component_description__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned audioaccessory__v1__configuration__field_indices_by_name[] = {
   0,   /* field[0] = device_capabilities */
   1,   /* field[1] = device_placement */
   2,   /* field[2] = primary_audio_source_device_identifier */
   3,   /* field[3] = secondary_audio_source_device_identifier */
+  4,   /* field[4] = spatial_extension_description */
 };
 static const ProtobufCIntRange audioaccessory__v1__configuration__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor audioaccessory__v1__configuration__descriptor =
 {
@@ -122,25 +180,119 @@ const ProtobufCMessageDescriptor audioaccessory__v1__configuration__descriptor =
   "Audioaccessory__V1__Configuration",
   "audioaccessory.v1",
   sizeof(Audioaccessory__V1__Configuration),
-  4,
+  5,
   audioaccessory__v1__configuration__field_descriptors,
   audioaccessory__v1__configuration__field_indices_by_name,
   1,  audioaccessory__v1__configuration__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__configuration__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue audioaccessory__v1__capability__enum_values_by_number[3] =
+static const ProtobufCFieldDescriptor audioaccessory__v1__audio_component_description__field_descriptors[5] =
+{
+  {
+    "component_type",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AudioComponentDescription, component_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "component_sub_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AudioComponentDescription, component_sub_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "component_manufacturer",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AudioComponentDescription, component_manufacturer),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "component_flags",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AudioComponentDescription, component_flags),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "component_flags_mask",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__AudioComponentDescription, component_flags_mask),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned audioaccessory__v1__audio_component_description__field_indices_by_name[] = {
+  3,   /* field[3] = component_flags */
+  4,   /* field[4] = component_flags_mask */
+  2,   /* field[2] = component_manufacturer */
+  1,   /* field[1] = component_sub_type */
+  0,   /* field[0] = component_type */
+};
+static const ProtobufCIntRange audioaccessory__v1__audio_component_description__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor audioaccessory__v1__audio_component_description__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "audioaccessory.v1.AudioComponentDescription",
+  "AudioComponentDescription",
+  "Audioaccessory__V1__AudioComponentDescription",
+  "audioaccessory.v1",
+  sizeof(Audioaccessory__V1__AudioComponentDescription),
+  5,
+  audioaccessory__v1__audio_component_description__field_descriptors,
+  audioaccessory__v1__audio_component_description__field_indices_by_name,
+  1,  audioaccessory__v1__audio_component_description__number_ranges,
+  (ProtobufCMessageInit) audioaccessory__v1__audio_component_description__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue audioaccessory__v1__capability__enum_values_by_number[5] =
 {
   { "CAPABILITY_UNSPECIFIED", "AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_UNSPECIFIED", 0 },
   { "CAPABILITY_AUDIO_SWITCHING", "AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING", 1 },
   { "CAPABILITY_PLACEMENT", "AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT", 2 },
+  { "CAPABILITY_AUDIO_SPATIALIZATION", "AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SPATIALIZATION", 3 },
+  { "CAPABILITY_HEAD_TRACKING", "AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING", 4 },
 };
 static const ProtobufCIntRange audioaccessory__v1__capability__value_ranges[] = {
-{0, 0},{0, 3}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex audioaccessory__v1__capability__enum_values_by_name[3] =
+static const ProtobufCEnumValueIndex audioaccessory__v1__capability__enum_values_by_name[5] =
 {
+  { "CAPABILITY_AUDIO_SPATIALIZATION", 3 },
   { "CAPABILITY_AUDIO_SWITCHING", 1 },
+  { "CAPABILITY_HEAD_TRACKING", 4 },
   { "CAPABILITY_PLACEMENT", 2 },
   { "CAPABILITY_UNSPECIFIED", 0 },
 };
@@ -151,9 +303,9 @@ const ProtobufCEnumDescriptor audioaccessory__v1__capability__descriptor =
   "Capability",
   "Audioaccessory__V1__Capability",
   "audioaccessory.v1",
-  3,
+  5,
   audioaccessory__v1__capability__enum_values_by_number,
-  3,
+  5,
   audioaccessory__v1__capability__enum_values_by_name,
   1,
   audioaccessory__v1__capability__value_ranges,
@@ -369,5 +521,35 @@ const ProtobufCEnumDescriptor audioaccessory__v1__registration__descriptor =
   audioaccessory__v1__registration__enum_values_by_name,
   1,
   audioaccessory__v1__registration__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue audioaccessory__v1__head_tracking__enum_values_by_number[3] =
+{
+  { "HEAD_TRACKING_UNSPECIFIED", "AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_UNSPECIFIED", 0 },
+  { "HEAD_TRACKING_ON", "AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_ON", 1 },
+  { "HEAD_TRACKING_OFF", "AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_OFF", 2 },
+};
+static const ProtobufCIntRange audioaccessory__v1__head_tracking__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex audioaccessory__v1__head_tracking__enum_values_by_name[3] =
+{
+  { "HEAD_TRACKING_OFF", 2 },
+  { "HEAD_TRACKING_ON", 1 },
+  { "HEAD_TRACKING_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor audioaccessory__v1__head_tracking__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "audioaccessory.v1.HeadTracking",
+  "HeadTracking",
+  "Audioaccessory__V1__HeadTracking",
+  "audioaccessory.v1",
+  3,
+  audioaccessory__v1__head_tracking__enum_values_by_number,
+  3,
+  audioaccessory__v1__head_tracking__enum_values_by_name,
+  1,
+  audioaccessory__v1__head_tracking__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

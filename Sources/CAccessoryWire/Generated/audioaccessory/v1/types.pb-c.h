@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 
 typedef struct Audioaccessory__V1__Configuration Audioaccessory__V1__Configuration;
+typedef struct Audioaccessory__V1__AudioComponentDescription Audioaccessory__V1__AudioComponentDescription;
 
 
 /* --- enums --- */
@@ -32,7 +33,21 @@ typedef enum _Audioaccessory__V1__Capability {
   /*
    * The accessory reports its placement (in ear, on head, ...).
    */
-  AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT = 2
+  AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT = 2,
+  /*
+   * The accessory supports audio spatialization (iOS 27): its configuration may name its spatial rendering
+   * extension (Configuration.spatial_extension_description).
+   */
+  AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SPATIALIZATION = 3,
+  /*
+   * The accessory supports head tracking for audio spatialization (iOS 27): while it is worn and routed to a
+   * playing device, the bridge runs a head-tracking session with that device (headtracking.proto).
+   */
+  /*
+   * A value this version does not know is kept and shown (as a number), never dropped: capability n is bit n-1 of
+   * AccessoryControlDevice.Capabilities' raw value.
+   */
+  AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUDIOACCESSORY__V1__CAPABILITY)
 } Audioaccessory__V1__Capability;
 /*
@@ -156,6 +171,18 @@ typedef enum _Audioaccessory__V1__Registration {
   AUDIOACCESSORY__V1__REGISTRATION__REGISTRATION_UNPAIRED = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUDIOACCESSORY__V1__REGISTRATION)
 } Audioaccessory__V1__Registration;
+/*
+ * The person's Head Tracking setting on a playing device (Settings, Control Center), for the accessory it plays on.
+ */
+typedef enum _Audioaccessory__V1__HeadTracking {
+  /*
+   * The device does not say: as off (a device that says nothing renders nothing).
+   */
+  AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_UNSPECIFIED = 0,
+  AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_ON = 1,
+  AUDIOACCESSORY__V1__HEAD_TRACKING__HEAD_TRACKING_OFF = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUDIOACCESSORY__V1__HEAD_TRACKING)
+} Audioaccessory__V1__HeadTracking;
 
 /* --- messages --- */
 
@@ -179,10 +206,33 @@ struct  Audioaccessory__V1__Configuration
    * 6-byte Bluetooth address, or empty (nil). Never set without a primary.
    */
   ProtobufCBinaryData secondary_audio_source_device_identifier;
+  /*
+   * The accessory's spatial audio rendering extension (iOS 27); absent: none. Only with
+   * CAPABILITY_AUDIO_SPATIALIZATION among device_capabilities (else ACCESSORY_NOT_CAPABLE).
+   */
+  Audioaccessory__V1__AudioComponentDescription *spatial_extension_description;
 };
 #define AUDIOACCESSORY__V1__CONFIGURATION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__configuration__descriptor) \
-    , 0,NULL, AUDIOACCESSORY__V1__PLACEMENT__PLACEMENT_UNSPECIFIED, {0,NULL}, {0,NULL} }
+    , 0,NULL, AUDIOACCESSORY__V1__PLACEMENT__PLACEMENT_UNSPECIFIED, {0,NULL}, {0,NULL}, NULL }
+
+
+/*
+ * AudioToolbox's AudioComponentDescription: what identifies an audio component (here, the accessory's spatial
+ * rendering extension). Apple's example: type 0xaaf, subtype 0xc0f, manufacturer 0xb05e, flags 0, flags mask 0.
+ */
+struct  Audioaccessory__V1__AudioComponentDescription
+{
+  ProtobufCMessage base;
+  uint32_t component_type;
+  uint32_t component_sub_type;
+  uint32_t component_manufacturer;
+  uint32_t component_flags;
+  uint32_t component_flags_mask;
+};
+#define AUDIOACCESSORY__V1__AUDIO_COMPONENT_DESCRIPTION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__audio_component_description__descriptor) \
+    , 0, 0, 0, 0, 0 }
 
 
 /* Audioaccessory__V1__Configuration methods */
@@ -204,10 +254,32 @@ Audioaccessory__V1__Configuration *
 void   audioaccessory__v1__configuration__free_unpacked
                      (Audioaccessory__V1__Configuration *message,
                       ProtobufCAllocator *allocator);
+/* Audioaccessory__V1__AudioComponentDescription methods */
+void   audioaccessory__v1__audio_component_description__init
+                     (Audioaccessory__V1__AudioComponentDescription         *message);
+size_t audioaccessory__v1__audio_component_description__get_packed_size
+                     (const Audioaccessory__V1__AudioComponentDescription   *message);
+size_t audioaccessory__v1__audio_component_description__pack
+                     (const Audioaccessory__V1__AudioComponentDescription   *message,
+                      uint8_t             *out);
+size_t audioaccessory__v1__audio_component_description__pack_to_buffer
+                     (const Audioaccessory__V1__AudioComponentDescription   *message,
+                      ProtobufCBuffer     *buffer);
+Audioaccessory__V1__AudioComponentDescription *
+       audioaccessory__v1__audio_component_description__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   audioaccessory__v1__audio_component_description__free_unpacked
+                     (Audioaccessory__V1__AudioComponentDescription *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Audioaccessory__V1__Configuration_Closure)
                  (const Audioaccessory__V1__Configuration *message,
+                  void *closure_data);
+typedef void (*Audioaccessory__V1__AudioComponentDescription_Closure)
+                 (const Audioaccessory__V1__AudioComponentDescription *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -222,7 +294,9 @@ extern const ProtobufCEnumDescriptor    audioaccessory__v1__action__descriptor;
 extern const ProtobufCEnumDescriptor    audioaccessory__v1__reason__descriptor;
 extern const ProtobufCEnumDescriptor    audioaccessory__v1__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    audioaccessory__v1__registration__descriptor;
+extern const ProtobufCEnumDescriptor    audioaccessory__v1__head_tracking__descriptor;
 extern const ProtobufCMessageDescriptor audioaccessory__v1__configuration__descriptor;
+extern const ProtobufCMessageDescriptor audioaccessory__v1__audio_component_description__descriptor;
 
 PROTOBUF_C__END_DECLS
 
