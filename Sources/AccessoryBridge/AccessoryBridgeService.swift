@@ -121,18 +121,23 @@ public final class AccessoryBridgeService: Service {
         processor.stopped()
     }
 
+    /// What the bridge's session reads: its hubs' telemetry and statuses, the person's controls, Home Assistant's
+    /// birth message, and the playing devices' states (one bridge: every device's; a slot: each device its accessories
+    /// list, subscribed one by one once it is rebuilt). Never a head-tracking frame: frames go from the hub straight
+    /// to the host (rule 13).
+    public static func subscriptionFilters(under root: TopicRoot, slot: Bool, homeAssistantPrefix: String?) -> [String] {
+        let kinds: [Topic.Kind] = slot ? [.telemetry, .hubStatus, .controls] : [.telemetry, .hubStatus, .sourceState, .controls]
+        // Home Assistant's birth message: it needs every device again after it restarts.
+        return kinds.map { $0.filter(under: root) } + (homeAssistantPrefix.map { ["\($0)/status"] } ?? [])
+    }
+
     /// Rebuilds, serves until a graceful shutdown or ``stop()``, then says offline. A shutdown or a stop during
     /// start-up ends it quietly.
     private func serve() async throws {
         HeapTrimmer.configureAllocator()
-        // A slot reads the playing devices its accessories list, each on its own (subscribed once rebuilt).
-        let kinds: [Topic.Kind] = slot == nil ? [.telemetry, .hubStatus, .sourceState, .controls] : [.telemetry, .hubStatus, .controls]
-        for kind in kinds {
-            try client.subscribe(kind.filter(under: root), qos: .atLeastOnce)
-        }
-        if configuration.homeAutomation, let prefix = configuration.homeAssistantPrefix {
-            // Home Assistant's birth message: it needs every device again after it restarts.
-            try client.subscribe("\(prefix)/status", qos: .atLeastOnce)
+        let prefix = configuration.homeAutomation ? configuration.homeAssistantPrefix : nil
+        for filter in Self.subscriptionFilters(under: root, slot: slot != nil, homeAssistantPrefix: prefix) {
+            try client.subscribe(filter, qos: .atLeastOnce)
         }
         logger.info(
             "starting",

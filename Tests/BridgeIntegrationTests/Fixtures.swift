@@ -87,6 +87,11 @@ final class Peer: Sendable {
         client.syncClose()
     }
 
+    /// Every message received so far, in the order it arrived.
+    func everything() -> [MQTTMessage] {
+        inbox.messages.withLock { $0 }
+    }
+
     /// Every message received so far on `topic`.
     func messages(on topic: String) -> [MQTTMessage] {
         inbox.messages.withLock { $0.filter { $0.topic == topic } }
@@ -135,8 +140,8 @@ final class Peer: Sendable {
 
     // MARK: Acting as a playing device
 
-    func report(_ activity: Activity, source: BluetoothAddress) throws {
-        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity))
+    func report(_ activity: Activity, source: BluetoothAddress, headTracking: Bool = false) throws {
+        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity, headTracking: headTracking))
         try client.publish(
             MQTTMessage(
                 topic: Topic.sourceState(source: source).name(under: root), payload: codec.encode(state, as: .protobuf),
