@@ -41,8 +41,8 @@ import Testing
         processor.handle(MQTTMessage(topic: topic, payload: payload, retain: retain))
     }
 
-    func source(_ address: BluetoothAddress, _ activity: Activity) {
-        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity))
+    func source(_ address: BluetoothAddress, _ activity: Activity, headTracking: Bool = false) {
+        let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity, headTracking: headTracking))
         send("audio/sources/\(address.topicID)/state", codec.encode(state, as: .protobuf))
     }
 
@@ -126,6 +126,33 @@ import Testing
         #expect(decoded.map { $0["event_type"] as? String } == ["route_to_accessory", "pause"])
         #expect(decoded.map { $0["reason"] as? String } == ["put_on", "taken_off"])
         #expect(decoded.allSatisfy { $0["source"] as? String == "12:34:56:78:9A:BC" })
+    }
+
+    @Test func headTrackingIsShownWithItsHostAndItsNewsAreEvents() throws {
+        telemetry(.paired(name: "Studio", model: "S-2", hardwareCapabilities: .all), sequence: 1)
+        telemetry(.register(.all), sequence: 2)
+        telemetry(.sources(primary: Self.phone.data, secondary: nil), sequence: 3)
+        source(Self.phone, .media, headTracking: true)
+        let before = recorder.take()
+        // The accessory's device has the head-tracking entities, since its hardware tracks heads.
+        let config = try Self.json(Self.last(Self.config, in: before))
+        let components = try #require(config["cmps"] as? [String: Any])
+        let sensor = try #require(components["head_tracking"] as? [String: Any])
+        #expect(sensor["p"] as? String == "binary_sensor" && sensor["value_template"] as? String == "{{ value_json.head_tracking }}")
+        let event = try #require(components["head_tracking_event"] as? [String: Any])
+        #expect(event["event_types"] as? [String] == ["head_tracking_activated", "head_tracking_state_changed", "head_tracking_invalidated"])
+        #expect(try Self.json(Self.last(Self.view, in: before))["head_tracking"] as? String == "OFF")
+
+        telemetry(.placement(.onHead), sequence: 4)
+        let on = recorder.take()
+        let view = try Self.json(Self.last(Self.view, in: on))
+        #expect(view["head_tracking"] as? String == "ON")
+        #expect(view["head_tracking_host"] as? String == "12:34:56:78:9A:BC")
+        telemetry(.placement(.offHead), sequence: 5)
+        let events = try (on + recorder.take()).filter { $0.topic == "audio/accessories/headphones/events" }.map(Self.json)
+        #expect(events.compactMap { $0["event_type"] as? String }.filter { $0.hasPrefix("head_tracking") }
+            == ["head_tracking_activated", "head_tracking_invalidated"])
+        #expect(events.last?["reason"] as? String == "taken_off")
     }
 
     @Test func aHubsStatusIsItsAvailability() throws {
