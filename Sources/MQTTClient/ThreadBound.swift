@@ -16,8 +16,8 @@ import Darwin
 public struct ThreadOwner: Sendable {
     private var thread: Thread?
 
+    // @unchecked Sendable: a pthread_t only identifies a thread; it is compared, never dereferenced.
     private struct Thread: @unchecked Sendable {
-        // @unchecked Sendable: a pthread_t only identifies a thread; it is compared, never dereferenced.
         let id: pthread_t
     }
 

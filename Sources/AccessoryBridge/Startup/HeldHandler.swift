@@ -8,15 +8,19 @@ import Synchronization
 ///
 /// The session reads nothing meanwhile (``MQTTClient/holdReading()``): a message arrives only when the connection
 /// closes under the hold (libmosquitto reads what waits to learn why); it is kept, in order, for the processor.
-// @unchecked Sendable: `forwarding`, `events` and `messages` are touched only by the network thread of the client
-// this is the handler of (MQTTClientHandler's calls come one at a time, on that thread); `released` is the atomic
-// that hands the processor over from the rebuild's task.
+// @unchecked Sendable: `held` is the network thread's (ThreadBound checks it, debug builds: MQTTClientHandler's calls
+// come one at a time, on that thread); `released` is the atomic that hands the processor over from the rebuild's task.
 final class HeldHandler: MQTTClientHandler, @unchecked Sendable {
     private let processor: MessageProcessor
     private let released = Atomic(false)
-    private var forwarding = false
-    private var events: [MQTTEvent] = []
-    private var messages: [MQTTMessage] = []
+    private var held = ThreadBound(Held())
+
+    /// What the network thread keeps until the processor is its own.
+    private struct Held {
+        var forwarding = false
+        var events: [MQTTEvent] = []
+        var messages: [MQTTMessage] = []
+    }
 
     init(_ processor: MessageProcessor) {
         self.processor = processor
@@ -29,29 +33,31 @@ final class HeldHandler: MQTTClientHandler, @unchecked Sendable {
 
     /// Whether the processor is the network thread's now; the first time, it starts it with what was kept.
     private func forwards() -> Bool {
-        if forwarding { return true }
+        if held.forwarding { return true }
         guard released.load(ordering: .acquiring) else { return false }
-        forwarding = true
+        held.forwarding = true
         processor.started()
-        for event in events { processor.event(event) }
-        for message in messages { processor.received(message) }
-        events = []
-        messages = []
+        for event in held.events { processor.event(event) }
+        for message in held.messages { processor.received(message) }
+        held.events = []
+        held.messages = []
         return true
     }
 
-    func started() {}
+    func started() {
+        held.claim()
+    }
 
     func received(_ message: MQTTMessage) {
-        if forwards() { processor.received(message) } else { messages.append(message) }
+        if forwards() { processor.received(message) } else { held.messages.append(message) }
     }
 
     func event(_ event: MQTTEvent) {
-        if forwards() { processor.event(event) } else { events.append(event) }
+        if forwards() { processor.event(event) } else { held.events.append(event) }
     }
 
     func timeUntilWake() -> Duration? {
-        if forwarding { return processor.timeUntilWake() }
+        if held.forwarding { return processor.timeUntilWake() }
         // Released: a wake-up at once hands the processor over.
         return released.load(ordering: .acquiring) ? .zero : nil
     }
@@ -60,7 +66,8 @@ final class HeldHandler: MQTTClientHandler, @unchecked Sendable {
         if forwards() { processor.wake() }
     }
 
+    /// Called after the network thread ended (from the thread that closed the client): nothing of `held` is touched.
     func closed() {
-        if forwarding { processor.closed() }
+        processor.closed()
     }
 }
