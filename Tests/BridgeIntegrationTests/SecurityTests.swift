@@ -559,6 +559,44 @@ import Darwin
         for client in [bridge, hub1, hub2, device] { await client.close() }
     }
 
+    /// The real flow with the roles: the bridge's news reaches the hub (AccessoryHub) and the host (HeadTrackingHost),
+    /// and the hub's frames reach the host.
+    @Test func headTrackingWorksWithTheRoles() async throws {
+        let secure = try await SecureBroker()
+        let bridge = try await Self.startBridge(on: secure)
+        var hostMQTT = MQTTConfiguration(clientID: "host-\(UUID().uuidString.prefix(8))")
+        secure.configure(&hostMQTT, as: Self.source1.topicID)
+        var logger = Logger(label: "head-tracking")
+        logger.logLevel = .warning
+        let host = try HeadTrackingHost(address: Self.source1, mqtt: hostMQTT, logger: logger)
+        var hubMQTT = MQTTConfiguration(clientID: "hub-1-\(UUID().uuidString.prefix(8))")
+        secure.configure(&hubMQTT, as: Self.hub1)
+        let hub = try AccessoryHub(hubID: HubID(Self.hub1)!, mqtt: hubMQTT, logger: logger)
+        try await Self.stoppingAtTheEnd(hub) {
+            try await host.start(timeout: .seconds(20))
+            try await hub.start(timeout: .seconds(20))
+            let news = NewsLog(host)
+            try host.report(.media, headTracking: true)
+            let accessory = try await hub.pair(
+                AccessoryID("headphones")!, name: "Studio", model: "S", hardwareCapabilities: .all)
+            try await AccessoryControlDevice.register(accessory, .all)
+            let sessions = SessionLog()
+            let feature = AudioAccessoryHeadTracking(for: accessory) { SessionLog.Handler(log: sessions) }
+            let frames = FrameCollector(host.sensorUpdates(for: accessory.id))
+            try await hub.report(primary: Self.source1, secondary: nil, for: accessory)
+            try await hub.report(placement: .onHead, for: accessory)
+            let session = try await sessions.waitForActivation()
+            #expect(session.isHeadTrackingActive)
+            #expect(try await news.waitFor(1).first?.event.kind == .activated)
+            try session.sendDataToAudioExtension(Data(repeating: 1, count: 13))
+            try await frames.waitFor(1)
+            #expect(frames.all.first?.data == Data(repeating: 1, count: 13) && frames.all.first?.hub == HubID(Self.hub1))
+            feature.invalidate()
+        }
+        await host.stop()
+        try await bridge.stop()
+    }
+
     // MARK: - Roles close what patterns leave open
 
     /// A device's user name (its address) is also a valid hub id, and a hub's user name could be anything: with roles,
