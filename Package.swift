@@ -236,6 +236,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The client library's logic without a broker: head-tracking sessions, their errors and their fence.
+        .testTarget(
+            name: "AccessoryControlTests",
+            dependencies: [
+                "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The bridge, its client and its tools against a real mosquitto.
         .testTarget(
             name: "BridgeIntegrationTests",

@@ -1,7 +1,7 @@
 import AccessoryModel
 
-/// AudioAccessoryKit's `AccessoryControlDevice`, over MQTT: register an accessory's capabilities, read its current
-/// configuration, and update it; failures throw ``Error`` with AudioAccessoryKit's cases and the bridge's reason.
+/// AudioAccessoryKit's `AccessoryControlDevice`, over MQTT: register an accessory's capabilities (or, as iOS 27, a
+/// configuration with its spatial audio extension), read its current configuration, and update it; failures throw ``Error`` with AudioAccessoryKit's cases and the bridge's reason.
 /// The methods throw untyped errors, as AudioAccessoryKit's do, so its documented code (`catch let error as
 /// AccessoryControlDevice.Error`) reads the same.
 ///
@@ -34,6 +34,22 @@ public final class AccessoryControlDevice: Sendable {
     /// Registers the accessory with the system and activates `capabilities`. Call it after pairing.
     public static func register(_ accessory: PairedAccessory, _ capabilities: Capabilities) async throws {
         try await accessory.hub.register(accessory, capabilities)
+    }
+
+    /// Registers the accessory with the system and activates its configured capabilities (iOS 27): with
+    /// `.audioSpatialization`, the configuration may name the accessory's spatial audio rendering extension
+    /// (`spatialExtensionDescription`; without that capability it is refused with `.accessoryNotCapable`). A placement
+    /// or sources in the configuration are applied too.
+    ///
+    /// ```swift
+    /// let configuration = AccessoryControlDevice.Configuration(
+    ///     deviceCapabilities: [.audioSwitching, .placement, .audioSpatialization, .headTracking],
+    ///     spatialExtensionDescription: AudioComponentDescription(
+    ///         componentType: 0xaaf, componentSubType: 0xc0f, componentManufacturer: 0xb05e))
+    /// try await AccessoryControlDevice.register(accessory, configuration)
+    /// ```
+    public static func register(_ accessory: PairedAccessory, _ configuration: Configuration) async throws {
+        try await accessory.hub.register(accessory, configuration)
     }
 
     /// The accessory's current configuration, as the bridge last reported it to this hub.

@@ -10,7 +10,8 @@ import Synchronization
 /// request/response (a response topic of its own and correlation data).
 ///
 /// ``AccessoryControlDevice`` is the AudioAccessoryKit-shaped API on top; ``pair(_:name:model:hardwareCapabilities:)``
-/// stands in for AccessorySetupKit.
+/// stands in for AccessorySetupKit. It also takes the bridge's news of its accessories' head-tracking sessions
+/// (`R/hubs/{hub}/accessories/+/headtracking`) for their ``AudioAccessoryHeadTracking`` features.
 public final class AccessoryHub: Sendable {
     /// How a hub connects and talks.
     public struct Options: Sendable {
@@ -49,6 +50,8 @@ public final class AccessoryHub: Sendable {
     private let epoch = Atomic<UInt64>(0)
     /// The root of this hub's topics (see ``Options/root(of:)``).
     private let root: TopicRoot
+    /// Its accessories' head-tracking features and sessions.
+    let headTracking: HeadTrackingFeatures
 
     /// Creates the hub's connection; call ``start()`` to connect.
     public init(hubID: HubID, mqtt: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(MQTTError) {
@@ -62,7 +65,12 @@ public final class AccessoryHub: Sendable {
         if options.announcesStatus {
             mqtt.will = Self.status(online: false, of: hubID, options: options)
         }
-        client = try MQTTClient(configuration: mqtt, logger: logger)
+        let client = try MQTTClient(configuration: mqtt, logger: logger)
+        self.client = client
+        // Frames go to the playing devices' topics, under the cluster's root even when the hub's are under a slot's.
+        headTracking = HeadTrackingFeatures(
+            hub: hubID, sourcesRoot: options.topicRoot,
+            publish: { message throws(MQTTError) in try client.publish(message) })
     }
 
     deinit {
@@ -76,6 +84,7 @@ public final class AccessoryHub: Sendable {
     ///   failed); `nil`, wait as long as it takes. Either way a refusal of the credentials ends the wait at once.
     public func start(timeout: Duration? = nil) async throws(MQTTError) {
         try client.subscribe(responseTopic, qos: .atLeastOnce)
+        try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
         let (hubID, options) = (hubID, options)
         // Weak: the hub owns the client, which keeps its handler until it is closed.
         try client.start(
@@ -92,8 +101,10 @@ public final class AccessoryHub: Sendable {
         }
     }
 
-    /// Announces the hub offline (when it announces its status) and disconnects.
+    /// Announces the hub offline (when it announces its status) and disconnects. Every head-tracking session of its
+    /// features is invalidated first (each handler's `invalidate()`), and the features are let go.
     public func stop() async {
+        headTracking.stop()
         if options.announcesStatus {
             _ = try? client.publish(Self.status(online: false, of: hubID, options: options))
         }
@@ -143,9 +154,27 @@ public final class AccessoryHub: Sendable {
         _ = try await send(.sources(primary: primary?.data, secondary: secondary?.data), for: accessory.id)
     }
 
-    /// `AccessoryControlDevice.register(_:_:)`, with its error typed.
+    /// `AccessoryControlDevice.register(_:_:)` with capabilities, with its error typed.
     public func register(_ accessory: PairedAccessory, _ capabilities: Capabilities) async throws(AccessoryControlError) {
         _ = try await send(.register(capabilities), for: accessory.id)
+    }
+
+    /// `AccessoryControlDevice.register(_:_:)` with a configuration (iOS 27), with its error typed: registers its
+    /// capabilities and spatial extension; when it also has a placement or sources, a full update with it follows
+    /// (so the configuration is the accessory's afterwards, as registering it on the system makes it).
+    public func register(
+        _ accessory: PairedAccessory, _ configuration: Configuration
+    ) async throws(AccessoryControlError) {
+        _ = try await send(
+            .register(
+                configuration.deviceCapabilities,
+                spatialExtensionDescription: configuration.spatialExtensionDescription),
+            for: accessory.id)
+        if configuration.devicePlacement != nil || configuration.primaryAudioSourceDeviceIdentifier != nil
+            || configuration.secondaryAudioSourceDeviceIdentifier != nil
+        {
+            _ = try await send(.update(configuration), for: accessory.id)
+        }
     }
 
     /// `AccessoryControlDevice.update(_:)` without a device: for tools that have not read the state first.
@@ -194,7 +223,15 @@ public final class AccessoryHub: Sendable {
     }
 
     private func receive(_ message: MQTTMessage) {
-        guard message.topic == responseTopic, let correlation = message.properties.correlationData else { return }
+        guard message.topic == responseTopic else {
+            if case .headTracking(let hub, let accessory)? = try? Topic(parsing: message.topic, under: root),
+                hub == hubID
+            {
+                receiveHeadTracking(message, of: accessory)
+            }
+            return
+        }
+        guard let correlation = message.properties.correlationData else { return }
         do {
             let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
             let result = try codec.decode(
@@ -211,6 +248,32 @@ public final class AccessoryHub: Sendable {
         } catch {
             logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])
             pending.finish(correlation, with: .failure(.unknown(reason: "the bridge's answer is unreadable: \(error)")))
+        }
+    }
+
+    /// The bridge's news of a head-tracking session of `accessory` (on the network thread: it never waits).
+    private func receiveHeadTracking(_ message: MQTTMessage, of accessory: AccessoryID) {
+        let event: HeadTrackingEvent
+        do {
+            let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+            let (news, hub) = try codec.decode(HeadTrackingEvent.self, from: message.payload, format: format)
+            guard news.session.accessory == accessory, hub == nil || hub == hubID else {
+                logger.warning(
+                    "dropped head-tracking news of another accessory or hub than its topic's",
+                    metadata: ["mqtt.topic": "\(message.topic)"])
+                return
+            }
+            event = news
+        } catch {
+            logger.warning(
+                "unreadable head-tracking news from the bridge",
+                metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+            return
+        }
+        if case .stale(let last) = headTracking.receive(event) {
+            logger.debug(
+                "dropped head-tracking news older than the last taken",
+                metadata: ["accessory.id": "\(accessory)", "order": "\(event.session.order)", "last": "\(last)"])
         }
     }
 

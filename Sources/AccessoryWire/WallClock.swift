@@ -23,4 +23,12 @@ public struct WallClock: Sendable {
         clock_gettime(CLOCK_REALTIME, &time)
         return Timestamp(unixMilliseconds: Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000)
     }
+
+    /// The system's real-time clock in microseconds since 1970: a head-tracking frame's `sent_at_unix_us`, whose
+    /// latency counts in milliseconds.
+    public static func unixMicroseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1_000
+    }
 }

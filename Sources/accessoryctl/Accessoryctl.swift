@@ -9,7 +9,7 @@ import ArgumentParser
 #endif
 
 /// `accessoryctl`: drive the bridge by hand — act as a hub (pair, register, place, …), as a playing device
-/// (`source`), or watch what goes by.
+/// (`source`; `host` renders head-tracking sessions), or watch what goes by.
 @main
 struct Accessoryctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,7 +22,7 @@ struct Accessoryctl: AsyncParsableCommand {
         version: Release.version,
         subcommands: [
             Pair.self, Unpair.self, Register.self, Place.self, Sources.self, Update.self, State.self, Source.self,
-            Switching.self, Pin.self, Watch.self, Roles.self, Slot.self,
+            Host.self, Switching.self, Pin.self, Watch.self, Roles.self, Slot.self,
         ])
 
     static func main() async {

@@ -11,7 +11,8 @@ struct Pair: AsyncParsableCommand {
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
     @Option(help: "The accessory's name.") var name = ""
     @Option(help: "The accessory's model.") var model = ""
-    @Option(help: "What the hardware can do: audioSwitching, placement, or both separated by a comma.")
+    @Option(
+        help: "What the hardware can do, separated by commas: audioSwitching, placement, audioSpatialization, headTracking.")
     var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
 
     func run() async throws {
@@ -39,17 +40,31 @@ struct Unpair: AsyncParsableCommand {
 
 struct Register: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "AccessoryControlDevice.register(accessory, capabilities).")
+        abstract: "AccessoryControlDevice.register(accessory, capabilities), or (iOS 27) with a configuration naming "
+            + "the accessory's spatial audio extension.")
 
     @OptionGroup var hub: HubOptions
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
-    @Option(help: "The capabilities to register: audioSwitching, placement, or both separated by a comma.")
+    @Option(
+        help: "The capabilities to register, separated by commas: audioSwitching, placement, audioSpatialization, headTracking.")
     var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+    @Option(
+        help: "The spatial audio rendering extension (with audioSpatialization), in hex: type:subtype:manufacturer[:flags:mask], such as aaf:c0f:b05e.")
+    var spatialExtension: AudioComponentArgument?
 
     func run() async throws {
         try await hub.run { hub throws(AccessoryControlError) in
-            try await hub.register(hub.accessory(accessory.id), capabilities.capabilities)
-            print("registered \(accessory.id) with \(capabilities.capabilities)")
+            if let spatialExtension {
+                let configuration = AccessoryControlDevice.Configuration(
+                    deviceCapabilities: capabilities.capabilities,
+                    spatialExtensionDescription: spatialExtension.description)
+                try await hub.register(hub.accessory(accessory.id), configuration)
+                print("registered \(accessory.id) with \(capabilities.capabilities), spatial extension "
+                    + "\(spatialExtension.description)")
+            } else {
+                try await hub.register(hub.accessory(accessory.id), capabilities.capabilities)
+                print("registered \(accessory.id) with \(capabilities.capabilities)")
+            }
         }
     }
 }
@@ -97,13 +112,16 @@ struct Update: AsyncParsableCommand {
     @Option(help: "inEar, onHead, overTheEar, offHead, or none.") var placement = PlacementArgument(argument: "none")!
     @Option(help: "The primary source's Bluetooth address.") var primary: AddressArgument?
     @Option(help: "The secondary source's Bluetooth address.") var secondary: AddressArgument?
+    @Option(help: "The spatial audio rendering extension, in hex: type:subtype:manufacturer[:flags:mask].")
+    var spatialExtension: AudioComponentArgument?
 
     func run() async throws {
         try await hub.run { hub throws(AccessoryControlError) in
             let configuration = AccessoryControlDevice.Configuration(
                 devicePlacement: placement.placement, deviceCapabilities: capabilities.capabilities,
                 primaryAudioSourceDeviceIdentifier: primary?.address.data,
-                secondaryAudioSourceDeviceIdentifier: secondary?.address.data)
+                secondaryAudioSourceDeviceIdentifier: secondary?.address.data,
+                spatialExtensionDescription: spatialExtension?.description)
             // The seeds' sequence needs current(for:) first; the bridge knows this hub's accessory once it answers,
             // so a one-shot tool sends the update straight through the hub.
             try await hub.update(configuration, for: hub.accessory(accessory.id))

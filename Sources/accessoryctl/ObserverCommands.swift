@@ -7,13 +7,13 @@ import Synchronization
 import UnixSignals
 
 /// Subscribes to `filters` and hands each message to `body` until it returns false, until `limit` has passed since
-/// the connection (when given), or until SIGINT or SIGTERM (Ctrl-C, a supervisor's stop): the connection then closes
+/// the connection (when given), at once after `before` when `done`, or until SIGINT or SIGTERM (Ctrl-C, a supervisor's stop): the connection then closes
 /// cleanly, and what was printed stays printed (standard output goes out line by line). Returns whether it ended
 /// because of such a signal.
 @discardableResult
 func observe(
     _ connection: ConnectionOptions, role: String, filters: [String], limit: Duration? = nil,
-    before: (MQTTClient) throws -> Void = { _ in }, _ body: (MQTTMessage) -> Bool
+    before: (MQTTClient) throws -> Void = { _ in }, until done: Bool = false, _ body: (MQTTMessage) -> Bool
 ) async throws -> Bool {
     let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
     let client = try await connection.connecting {
@@ -43,6 +43,11 @@ func observe(
         if stopped.isRaised { return true }
         if let error = error as? MQTTError { throw connection.failure(error) }
         throw error
+    }
+    if done {
+        // What `before` published goes out before the connection closes (close waits for its acknowledgement).
+        await client.close()
+        return stopped.isRaised
     }
     let timer = limit.map { limit in
         Task {
@@ -96,13 +101,22 @@ struct State: AsyncParsableCommand {
 
 struct Source: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Act as a playing device: publish its activity (retained), then print the commands it receives.")
+        abstract: "Act as a playing device: publish its activity and Head Tracking setting (retained), then print the "
+            + "commands it receives.",
+        discussion: """
+            Run it again to change the device's state: `accessoryctl source 12:34:56:78:9A:BC --head-tracking off \
+            --count 0` turns head tracking off and exits (the bridge tells the hubs of the sessions the device hosts); \
+            `accessoryctl host` renders the sessions' frames.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The device's Bluetooth address, such as 12:34:56:78:9A:BC.") var address: AddressArgument
     @Option(help: "idle, media or call.") var activity = "media"
     @Option(help: "The accessory the device says it is routed to.") var routedTo: AccessoryArgument?
-    @Option(help: "Exit after this many commands (default: run until interrupted).") var count: Int?
+    @Option(help: "on or off: the person's Head Tracking setting on the device (rule 13).")
+    var headTracking = SwitchArgument.off
+    @Option(help: "Exit after this many commands; 0 exits once the state is published (default: run until interrupted).")
+    var count: Int?
 
     func run() async throws {
         guard let activity = Activity.allCases.first(where: { $0.description == activity }) else {
@@ -111,7 +125,7 @@ struct Source: AsyncParsableCommand {
         let root = try connection.root
         let state = SourceReport(
             sequence: UInt64(max(0, WallClock.system.now.unixMilliseconds)), activity: activity,
-            routedAccessory: routedTo?.id)
+            routedAccessory: routedTo?.id, headTracking: headTracking.isOn)
         let format = connection.format
         var received = 0
         try await observe(
@@ -122,8 +136,8 @@ struct Source: AsyncParsableCommand {
                         topic: Topic.sourceState(source: address.address).name(under: root),
                         payload: WireCodec().encode(state, as: format), qos: .atLeastOnce, retain: true,
                         properties: MQTTProperties(contentType: format.contentType)))
-                print("source  \(address.address) \(activity)")
-            }
+                print("source  \(address.address) \(activity), head tracking \(headTracking)")
+            }, until: count == 0
         ) { message in
             print(Describe.message(message, root: root))
             received += 1
@@ -134,14 +148,16 @@ struct Source: AsyncParsableCommand {
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print commands, results, states and statuses as they go by, decoded.")
+        abstract: "Print commands, results, states, statuses and head-tracking news as they go by, decoded.")
 
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "Also print hubs' requests (telemetry) and playing devices' states.") var all = false
     @Option(help: "Exit after this many messages (default: run until interrupted).") var count: Int?
 
     func run() async throws {
-        var kinds: [Topic.Kind] = [.sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus]
+        var kinds: [Topic.Kind] = [
+            .sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus, .headTracking, .hostHeadTracking,
+        ]
         if all { kinds += [.telemetry, .sourceState] }
         var seen = 0
         try await observe(connection, role: "watch", filters: try kinds.map(connection.filter)) { message in

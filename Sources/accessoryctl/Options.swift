@@ -185,7 +185,7 @@ struct AddressArgument: ExpressibleByArgument {
     }
 }
 
-/// `audioSwitching,placement`.
+/// `audioSwitching,placement` (any of audioSwitching, placement, audioSpatialization, headTracking).
 struct CapabilitiesArgument: ExpressibleByArgument {
     let capabilities: Capabilities
     init?(argument: String) {
@@ -199,6 +199,28 @@ struct CapabilitiesArgument: ExpressibleByArgument {
         self.capabilities = capabilities
     }
     static var defaultValueDescription: String { "audioSwitching,placement" }
+}
+
+/// `on` or `off`: the person's Head Tracking setting on a playing device.
+enum SwitchArgument: String, ExpressibleByArgument, CaseIterable {
+    case on, off
+
+    var isOn: Bool { self == .on }
+}
+
+/// An AudioComponentDescription in hex, `type:subtype:manufacturer[:flags:mask]` (`aaf:c0f:b05e`; `0x` is allowed).
+struct AudioComponentArgument: ExpressibleByArgument {
+    let description: AudioComponentDescription
+    init?(argument: String) {
+        let fields = argument.split(separator: ":", omittingEmptySubsequences: false).map { field in
+            UInt32(field.hasPrefix("0x") || field.hasPrefix("0X") ? field.dropFirst(2) : field, radix: 16)
+        }
+        guard fields.count == 3 || fields.count == 5, fields.allSatisfy({ $0 != nil }) else { return nil }
+        let values = fields.map { $0! }
+        description = AudioComponentDescription(
+            componentType: values[0], componentSubType: values[1], componentManufacturer: values[2],
+            componentFlags: values.count == 5 ? values[3] : 0, componentFlagsMask: values.count == 5 ? values[4] : 0)
+    }
 }
 
 /// `inEar`, `onHead`, `overTheEar`, `offHead`, or `none`.

@@ -106,7 +106,8 @@ import Testing
         let hub = BrokerRole.hub(Self.hub, root: .default)
         #expect(hub.writes.contains("audio/slots/+/hubs/hub-1/accessories/+/telemetry"))
         #expect(hub.writes.contains("audio/hubs/hub-1/accessories/+/telemetry"))
-        #expect((hub.writes + hub.reads).allSatisfy { $0.contains("/hubs/hub-1/") }, "\(hub)")
+        #expect(
+            (hub.writes + hub.reads).allSatisfy { $0.contains("/hubs/hub-1/") || $0.contains("/frames/hub-1/") }, "\(hub)")
         let bridge = BrokerRole.bridge(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(bridge.reads.contains("audio/slots/+/hubs/+/accessories/+/telemetry"))
         #expect(bridge.writes.contains("audio/slots/+/accessories/+/state"))
@@ -116,6 +117,38 @@ import Testing
         #expect(Set(bridge.writes).count == bridge.writes.count && Set(bridge.reads).count == bridge.reads.count)
         let automation = BrokerRole.homeAutomation(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(automation.writes.contains("audio/slots/+/accessories/+/controls"))
+    }
+
+    /// Head tracking (rule 13): the bridge writes the news to hubs (in every slot) and hosts (under the cluster's
+    /// root); a hub reads its own accessories' news and writes frames as itself only, to any host; a device reads its
+    /// own news and frames, and writes neither.
+    @Test func rolesOfHeadTracking() {
+        let hub = BrokerRole.hub(Self.hub, root: .default)
+        #expect(hub.reads.contains("audio/hubs/hub-1/accessories/+/headtracking"))
+        #expect(hub.reads.contains("audio/slots/+/hubs/hub-1/accessories/+/headtracking"))
+        #expect(hub.writes.filter { $0.contains("/frames/") } == ["audio/sources/+/frames/hub-1/+"])
+        #expect(!hub.reads.contains { $0.contains("/sources/") })
+        #expect(Set(hub.writes).count == hub.writes.count && Set(hub.reads).count == hub.reads.count)
+
+        let address = BluetoothAddress("12:34:56:78:9A:BC")!
+        let device = BrokerRole.device(address, root: .default)
+        #expect(device.reads == [
+            "audio/sources/123456789abc/commands", "audio/sources/123456789abc/headtracking",
+            "audio/sources/123456789abc/frames/+/+",
+        ])
+        #expect(device.writes == ["audio/sources/123456789abc/state"])
+
+        let bridge = BrokerRole.bridge(root: .default, homeAssistantPrefix: "homeassistant")
+        #expect(bridge.writes.contains("audio/hubs/+/accessories/+/headtracking"))
+        #expect(bridge.writes.contains("audio/slots/+/hubs/+/accessories/+/headtracking"))
+        #expect(bridge.writes.contains("audio/sources/+/headtracking"))
+        #expect(!(bridge.writes + bridge.reads).contains { $0.contains("frames") }, "the bridge never sees a frame")
+        let automation = BrokerRole.homeAutomation(root: .default, homeAssistantPrefix: "homeassistant")
+        #expect(!automation.reads.contains { $0.contains("headtracking") || $0.contains("frames") })
+
+        #expect(Topic.Kind.frames.isSlotted == false && Topic.Kind.hostHeadTracking.isSlotted == false)
+        #expect(Topic.Kind.headTracking.isSlotted)
+        #expect(Topic.Kind.frames.filterInEverySlot(under: .default, hub: Self.hub) == "audio/sources/+/frames/hub-1/+")
     }
 
     @Test(arguments: malformed)

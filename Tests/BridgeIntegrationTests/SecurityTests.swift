@@ -182,7 +182,10 @@ import Darwin
         let own = try await device1.waitForCommands(1, for: Self.source1)
         #expect(own.map(\.accessoryID) == ["earbuds"])
         #expect(device1.messages(on: Self.commandsTopic(Self.source2)).isEmpty)
-        #expect(device1.allMessages().map(\.topic) == [Self.commandsTopic(Self.source1)], "nothing else of audio/#")
+        // Besides, the news of its own head-tracking session (the earbuds track heads): none of device 2's.
+        #expect(
+            device1.allMessages().map(\.topic).filter { $0 != Self.hostNewsTopic(Self.source1) }
+                == [Self.commandsTopic(Self.source1)], "nothing else of audio/#")
 
         for client in [hub, observer, device1, device2] { await client.close() }
         try await bridge.stop()
@@ -445,6 +448,153 @@ import Darwin
         let hub = try await Client(Self.hub1, on: secure)
         #expect(hub.mqtt.isConnected)
         await hub.close()
+    }
+
+    // MARK: - (7) Head tracking: head motion is personal data
+
+    // The bridge writes the news of sessions to hubs and hosts; a hub reads its own accessories' news and writes frames
+    // as itself only; a device reads its own news and frames only. As in (6), these need no bridge: each role is a
+    // client logged in as its user, and a check that something does NOT arrive first waits for a message the same
+    // sender published after it.
+
+    static func framesTopic(_ host: BluetoothAddress, hub: String, accessory: String = "headphones") -> String {
+        "audio/sources/\(host.topicID)/frames/\(hub)/\(accessory)"
+    }
+
+    static func hostNewsTopic(_ host: BluetoothAddress) -> String {
+        Topic.hostHeadTracking(host: host).name(under: .default)
+    }
+
+    static func hubNewsTopic(_ hub: String, accessory: String = "headphones") -> String {
+        "audio/hubs/\(hub)/accessories/\(accessory)/headtracking"
+    }
+
+    @Test(arguments: [Access.roles, .aclFile])
+    func aDeviceCannotReadAnotherDevicesFramesNorNews(access: Access) async throws {
+        let secure = try await SecureBroker(access: access)
+        let bridge = try await Client(Self.bridgeUser, on: secure)
+        let hub = try await Client(Self.hub1, on: secure)
+        // Device 1 asks for everything, and for device 2's frames and news by name: the subscriptions are granted.
+        let device1 = try await Client(
+            Self.source1.topicID, on: secure,
+            subscribe: ["audio/#", "audio/sources/\(Self.source2.topicID)/frames/#", Self.hostNewsTopic(Self.source2)])
+        let device2 = try await Client(
+            Self.source2.topicID, on: secure,
+            subscribe: ["audio/sources/\(Self.source2.topicID)/frames/#", Self.hostNewsTopic(Self.source2)])
+
+        // Device 2's session: its news from the bridge, a frame from its hub. Then device 1's own, after them.
+        try bridge.publish(Self.hostNewsTopic(Self.source2), Self.marker)
+        try hub.publish(Self.framesTopic(Self.source2, hub: Self.hub1), Self.marker)
+        try bridge.publish(Self.hostNewsTopic(Self.source1), Self.marker)
+        try hub.publish(Self.framesTopic(Self.source1, hub: Self.hub1), Self.marker)
+
+        let own = [Self.hostNewsTopic(Self.source1), Self.framesTopic(Self.source1, hub: Self.hub1)]
+        for topic in own { _ = try await device1.waitFor(1, on: topic) }
+        #expect(device1.allMessages().count == 2, "\(device1.allMessages().map(\.topic))")
+        #expect(Set(device1.allMessages().map(\.topic)) == Set(own))
+        // Device 2 got its own: what device 1 did not get was published.
+        _ = try await device2.waitFor(1, on: Self.hostNewsTopic(Self.source2))
+        _ = try await device2.waitFor(1, on: Self.framesTopic(Self.source2, hub: Self.hub1))
+
+        for client in [bridge, hub, device1, device2] { await client.close() }
+    }
+
+    @Test(arguments: [Access.roles, .aclFile])
+    func aHubCannotPublishFramesAsAnotherHubNorNews(access: Access) async throws {
+        let secure = try await SecureBroker(access: access)
+        let observer = try await Client(secure.observer, on: secure, subscribe: ["audio/#"])
+        let device = try await Client(
+            Self.source1.topicID, on: secure, subscribe: ["audio/sources/\(Self.source1.topicID)/#"])
+        let hub = try await Client(Self.hub1, on: secure)
+        let otherDevice = try await Client(Self.source2.topicID, on: secure)
+
+        // hub-1 as hub-2 (a frame the device would take as hub-2's), and as the bridge (news of sessions); device 2
+        // as hub-1 (a device sends no frames).
+        try hub.publish(Self.framesTopic(Self.source1, hub: Self.hub2), Self.marker)
+        try hub.publish(Self.hostNewsTopic(Self.source1), Self.marker)
+        try hub.publish(Self.hubNewsTopic(Self.hub1), Self.marker)
+        try hub.publish(Self.hubNewsTopic(Self.hub2), Self.marker)
+        try otherDevice.publish(Self.framesTopic(Self.source1, hub: Self.hub1), Self.marker)
+        try await otherDevice.sync()
+        // Then a frame as itself: the only message of all these the broker takes.
+        let own = Self.framesTopic(Self.source1, hub: Self.hub1)
+        try hub.publish(own, Self.marker)
+
+        _ = try await device.waitFor(1, on: own)
+        #expect(device.allMessages().map(\.topic) == [own])
+        _ = try await observer.waitFor(1, on: own)
+        #expect(observer.allMessages().map(\.topic) == [own])
+
+        for client in [observer, device, hub, otherDevice] { await client.close() }
+    }
+
+    @Test(arguments: [Access.roles, .aclFile])
+    func aHubCannotReadAnotherHubsHeadTrackingNews(access: Access) async throws {
+        let secure = try await SecureBroker(access: access)
+        let bridge = try await Client(Self.bridgeUser, on: secure)
+        // hub-1 asks for everything, and for hub-2's news by name (in every slot too).
+        let hub1 = try await Client(
+            Self.hub1, on: secure,
+            subscribe: ["audio/#", "audio/hubs/hub-2/accessories/+/headtracking", "audio/slots/+/hubs/hub-2/#"])
+        let hub2 = try await Client(
+            Self.hub2, on: secure,
+            subscribe: ["audio/hubs/hub-2/accessories/+/headtracking", "audio/slots/+/hubs/hub-2/accessories/+/headtracking"])
+        let device = try await Client(Self.source1.topicID, on: secure, subscribe: ["audio/#"])
+
+        // The ACL file is written for one bridge; the roles cover a cluster's slots as well.
+        var theirs = [Self.hubNewsTopic(Self.hub2, accessory: "speaker")]
+        if access == .roles { theirs.append("audio/slots/3/hubs/hub-2/accessories/speaker/headtracking") }
+        for topic in theirs { try bridge.publish(topic, Self.marker) }
+        let own = Self.hubNewsTopic(Self.hub1)
+        try bridge.publish(own, Self.marker)
+        try bridge.publish(Self.hostNewsTopic(Self.source1), Self.marker)
+
+        _ = try await hub1.waitFor(1, on: own)
+        #expect(hub1.allMessages().map(\.topic) == [own])
+        for topic in theirs { _ = try await hub2.waitFor(1, on: topic) }
+        // A device reads no hub's news either: only the news of the sessions it hosts.
+        _ = try await device.waitFor(1, on: Self.hostNewsTopic(Self.source1))
+        #expect(device.allMessages().map(\.topic) == [Self.hostNewsTopic(Self.source1)])
+
+        for client in [bridge, hub1, hub2, device] { await client.close() }
+    }
+
+    /// The real flow with the roles: the bridge's news reaches the hub (AccessoryHub) and the host (HeadTrackingHost),
+    /// and the hub's frames reach the host.
+    @Test func headTrackingWorksWithTheRoles() async throws {
+        let secure = try await SecureBroker()
+        let bridge = try await Self.startBridge(on: secure)
+        var hostMQTT = MQTTConfiguration(clientID: "host-\(UUID().uuidString.prefix(8))")
+        secure.configure(&hostMQTT, as: Self.source1.topicID)
+        var logger = Logger(label: "head-tracking")
+        logger.logLevel = .warning
+        let host = try HeadTrackingHost(address: Self.source1, mqtt: hostMQTT, logger: logger)
+        var hubMQTT = MQTTConfiguration(clientID: "hub-1-\(UUID().uuidString.prefix(8))")
+        secure.configure(&hubMQTT, as: Self.hub1)
+        let hub = try AccessoryHub(hubID: HubID(Self.hub1)!, mqtt: hubMQTT, logger: logger)
+        try await Self.stoppingAtTheEnd(hub) {
+            try await host.start(timeout: .seconds(20))
+            try await hub.start(timeout: .seconds(20))
+            let news = NewsLog(host)
+            try host.report(.media, headTracking: true)
+            let accessory = try await hub.pair(
+                AccessoryID("headphones")!, name: "Studio", model: "S", hardwareCapabilities: .all)
+            try await AccessoryControlDevice.register(accessory, .all)
+            let sessions = SessionLog()
+            let feature = AudioAccessoryHeadTracking(for: accessory) { SessionLog.Handler(log: sessions) }
+            let frames = FrameCollector(host.sensorUpdates(for: accessory.id))
+            try await hub.report(primary: Self.source1, secondary: nil, for: accessory)
+            try await hub.report(placement: .onHead, for: accessory)
+            let session = try await sessions.waitForActivation()
+            #expect(session.isHeadTrackingActive)
+            #expect(try await news.waitFor(1).first?.event.kind == .activated)
+            try session.sendDataToAudioExtension(Data(repeating: 1, count: 13))
+            try await frames.waitFor(1)
+            #expect(frames.all.first?.data == Data(repeating: 1, count: 13) && frames.all.first?.hub == HubID(Self.hub1))
+            feature.invalidate()
+        }
+        await host.stop()
+        try await bridge.stop()
     }
 
     // MARK: - Roles close what patterns leave open

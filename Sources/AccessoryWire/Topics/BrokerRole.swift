@@ -25,29 +25,29 @@ public struct BrokerRole: Hashable, Sendable {
         self.reads = reads
     }
 
-    /// A hub: the telemetry of its own accessories and its status; it reads the bridge's answers to it.
+    /// A hub: the telemetry of its own accessories, its status, and head-tracking frames as itself only
+    /// (`R/sources/+/frames/{hub}/+`, to any host); it reads the bridge's answers to it and the head-tracking news of
+    /// its own accessories.
     public static func hub(_ hub: HubID, root: TopicRoot) -> BrokerRole {
         BrokerRole(
             name: "hub:\(hub)",
-            writes: [Topic.Kind.telemetry, .hubStatus].flatMap {
-                [$0.filter(under: root, hub: hub), $0.filterInEverySlot(under: root, hub: hub)]
-            },
-            reads: [Topic.Kind.result, .rebirth, .responses].flatMap {
-                [$0.filter(under: root, hub: hub), $0.filterInEverySlot(under: root, hub: hub)]
-            })
+            writes: filters(of: [.telemetry, .hubStatus, .frames], root, hub: hub),
+            reads: filters(of: [.result, .rebirth, .responses, .headTracking], root, hub: hub))
     }
 
-    /// A playing device, named by its Bluetooth address: its own state; it reads its own commands.
+    /// A playing device, named by its Bluetooth address: its own state; it reads its own commands, and its own
+    /// head-tracking news and frames (head motion is personal: no other device reads them).
     public static func device(_ source: BluetoothAddress, root: TopicRoot) -> BrokerRole {
         BrokerRole(
             name: "device:\(source.topicID)",
             writes: [Topic.sourceState(source: source).name(under: root)],
-            reads: [Topic.sourceCommands(source: source).name(under: root)])
+            reads: [Topic.Kind.sourceCommands, .hostHeadTracking, .frames].map { $0.filter(under: root, source: source) })
     }
 
-    /// The bridge: everything it answers and announces, and, for home automation, the views, events, availability
-    /// and Home Assistant's discovery under `homeAssistantPrefix`; it reads every hub's telemetry and status, every
-    /// device's and accessory's state, the controls, and its own discovery configs and start-up marker.
+    /// The bridge: everything it answers and announces (head-tracking news to hubs and hosts among it; it neither
+    /// writes nor reads a frame), and, for home automation, the views, events, availability and Home Assistant's
+    /// discovery under `homeAssistantPrefix`; it reads every hub's telemetry and status, every device's and
+    /// accessory's state, the controls, and its own discovery configs and start-up marker.
     public static func bridge(root: TopicRoot, homeAssistantPrefix: String) -> BrokerRole {
         // One bridge's configs, and a cluster's, a node level per slot.
         let discovery = ["\(homeAssistantPrefix)/device/+/config", "\(homeAssistantPrefix)/device/+/+/config"]
@@ -55,7 +55,8 @@ public struct BrokerRole: Hashable, Sendable {
             name: "bridge",
             writes: everywhere([
                 Topic.Kind.result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .accessoryView,
-                .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView,
+                .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView, .headTracking,
+                .hostHeadTracking,
             ], root) + markers(root) + discovery,
             reads: everywhere([.telemetry, .hubStatus, .sourceState, .accessoryState, .controls], root) + markers(root)
                 + ["\(homeAssistantPrefix)/status"] + discovery)
@@ -71,6 +72,15 @@ public struct BrokerRole: Hashable, Sendable {
                 Topic.Kind.accessoryState, .sourceState, .hubStatus, .bridgeStatus, .controlsResult, .accessoryView,
                 .accessoryEvents, .bridgeView, .bridgeAvailability, .hubAvailability,
             ], root) + ["\(homeAssistantPrefix)/#"])
+    }
+
+    /// The filters of `kinds` of one hub, for one bridge and in every slot of a cluster (each once).
+    private static func filters(of kinds: [Topic.Kind], _ root: TopicRoot, hub: HubID) -> [String] {
+        kinds.flatMap { kind in
+            kind.isSlotted
+                ? [kind.filter(under: root, hub: hub), kind.filterInEverySlot(under: root, hub: hub)]
+                : [kind.filter(under: root, hub: hub)]
+        }
     }
 
     /// The filters of `kinds` for one bridge and in every slot of a cluster (each once).

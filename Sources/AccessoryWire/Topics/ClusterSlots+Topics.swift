@@ -16,8 +16,13 @@ extension ClusterSlots {
 
 extension Topic.Kind {
     /// Whether, in a cluster, topics of this kind live under a slot's root (all but the playing devices', which stay
-    /// under the cluster's root).
-    public var isSlotted: Bool { self != .sourceState && self != .sourceCommands }
+    /// under the cluster's root: their states, commands, head-tracking news and frames).
+    public var isSlotted: Bool {
+        switch self {
+        case .sourceState, .sourceCommands, .hostHeadTracking, .frames: false
+        default: true
+        }
+    }
 
     /// The filter of every topic of this kind in a cluster: under every slot's root (`R/slots/+/…`) for a slotted
     /// kind, under `root` for the playing devices'.
@@ -27,9 +32,11 @@ extension Topic.Kind {
         return "\(root.rawValue)/slots/+" + filter.dropFirst(root.rawValue.count)
     }
 
-    /// ``filterInEverySlot(under:)`` for one hub's topics.
+    /// ``filterInEverySlot(under:)`` for one hub's topics (for a kind under the cluster's root, such as the frames a
+    /// hub sends, ``filter(under:hub:)``).
     public func filterInEverySlot(under root: TopicRoot, hub: HubID) -> String {
-        filterInEverySlot(under: root).replacingOccurrences(of: "/hubs/+/", with: "/hubs/\(hub)/")
+        guard isSlotted else { return filter(under: root, hub: hub) }
+        return filterInEverySlot(under: root).replacingOccurrences(of: "/hubs/+/", with: "/hubs/\(hub)/")
     }
 }
 

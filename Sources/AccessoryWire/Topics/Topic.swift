@@ -80,9 +80,17 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
             return root.rawValue + "/" + levels
         }
 
-        /// The filter matching the topics of this kind of one hub, such as `audio/hubs/hub-1/responses/#`.
+        /// The filter matching the topics of this kind of one hub, such as `audio/hubs/hub-1/responses/#`; for
+        /// ``frames``, the frames the hub sends to any host, `audio/sources/+/frames/hub-1/+`.
         public func filter(under root: TopicRoot, hub: HubID) -> String {
-            filter(under: root).replacingOccurrences(of: "/hubs/+/", with: "/hubs/\(hub)/")
+            if self == .frames { return "\(root.rawValue)/sources/+/frames/\(hub)/+" }
+            return filter(under: root).replacingOccurrences(of: "/hubs/+/", with: "/hubs/\(hub)/")
+        }
+
+        /// The filter matching the topics of this kind of one playing device, such as
+        /// `audio/sources/123456789abc/frames/+/+`.
+        public func filter(under root: TopicRoot, source: BluetoothAddress) -> String {
+            filter(under: root).replacingOccurrences(of: "/sources/+/", with: "/sources/\(source.topicID)/")
         }
     }
 
