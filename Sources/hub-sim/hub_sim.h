@@ -124,6 +124,8 @@ struct phase_stats {
 
 struct sim {
     struct options opt;
+    /* What every accessory's hardware has and what it registers (AUDIOHUB_CAP_* bits). */
+    unsigned capabilities;
     pthread_mutex_t mutex;
     struct audiohub **hubs;
     struct accessory *accessories;

@@ -118,6 +118,7 @@ int main(int argc, char **argv)
     }
     pthread_mutex_init(&sim.mutex, NULL);
     sim.random_state = sim.opt.seed;
+    sim.capabilities = AUDIOHUB_CAP_AUDIO_SWITCHING | AUDIOHUB_CAP_PLACEMENT;
     audiohub_lib_init();
 
     sim.accessory_count = sim.opt.hubs * sim.opt.accessories;

@@ -141,7 +141,7 @@ enum audiohub_err submit_next(struct sim *sim, int index, bool measured)
     if (op->operation == AUDIOHUB_OP_PLACEMENT) {
         rc = audiohub_placement(hub, accessory->id, op->effect.placement, completed, op);
     } else {
-        struct audiohub_configuration configuration = {AUDIOHUB_CAP_ALL, op->effect.placement, {0, {0}}, {0, {0}}};
+        struct audiohub_configuration configuration = {sim->capabilities, op->effect.placement, {0, {0}}, {0, {0}}};
         configuration.primary = sim->devices[op->effect.primary].address;
         configuration.secondary = sim->devices[op->effect.secondary].address;
         if (op->operation == AUDIOHUB_OP_SOURCES) {

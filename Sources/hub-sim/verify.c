@@ -93,7 +93,7 @@ static const char *mismatch(struct sim *sim, long index, const struct wire_state
         snprintf(why, size, "hub %s, expected %s", state->hub_id, hub_id);
     } else if (state->registration != AUDIOHUB_REGISTRATION_REGISTERED) {
         snprintf(why, size, "registration %d", state->registration);
-    } else if (state->hardware_capabilities != AUDIOHUB_CAP_ALL || state->capabilities != AUDIOHUB_CAP_ALL) {
+    } else if (state->hardware_capabilities != sim->capabilities || state->capabilities != sim->capabilities) {
         snprintf(why, size, "capabilities %u/%u", state->hardware_capabilities, state->capabilities);
     } else if ((int)state->placement != (int)e->placement) {
         snprintf(why, size, "placement %d, last sent %d", state->placement, e->placement);

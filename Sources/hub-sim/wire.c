@@ -48,10 +48,10 @@ static unsigned bits(size_t count, const Audioaccessory__V1__Capability *values)
 {
     unsigned result = 0;
     for (size_t i = 0; i < count; i++) {
-        if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING) {
-            result |= AUDIOHUB_CAP_AUDIO_SWITCHING;
-        } else if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT) {
-            result |= AUDIOHUB_CAP_PLACEMENT;
+        /* Capability n is bit n-1. */
+        if (values[i] >= AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING &&
+            values[i] <= AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING) {
+            result |= 1u << (values[i] - 1);
         }
     }
     return result;

@@ -43,6 +43,8 @@ struct StateCopy: Equatable, Sendable {
     var diagnostics: [String]
     var lastError: UInt32
     var lastErrorMessage: String
+    /// The configuration's spatial extension: type, subtype, manufacturer, flags, flags mask; empty when none.
+    var spatialExtension: [UInt32] = []
 }
 
 extension StateCopy {
@@ -64,6 +66,10 @@ extension StateCopy {
         diagnostics = (0..<state.diagnostics_count).map { String(cString: state.diagnostics[$0]!) }
         lastError = state.last_error.rawValue
         lastErrorMessage = String(cString: state.last_error_message)
+        let spatial = state.spatial_extension
+        spatialExtension = state.has_spatial_extension
+            ? [spatial.component_type, spatial.component_sub_type, spatial.component_manufacturer,
+               spatial.component_flags, spatial.component_flags_mask] : []
     }
 }
 
