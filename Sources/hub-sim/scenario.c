@@ -147,7 +147,10 @@ enum audiohub_err submit_next(struct sim *sim, int index, bool measured)
         if (op->operation == AUDIOHUB_OP_SOURCES) {
             rc = audiohub_sources(hub, accessory->id, &configuration.primary, &configuration.secondary, completed, op);
         } else {
-            rc = audiohub_update(hub, accessory->id, &configuration, completed, op);
+            /* A full update replaces the configuration: the spatial extension goes with it. */
+            rc = audiohub_update_spatial(hub, accessory->id, &configuration,
+                                         sim->opt.head_tracking > 0 ? &SIM_SPATIAL_EXTENSION : NULL,
+                                         sizeof SIM_SPATIAL_EXTENSION, completed, op);
         }
     }
     if (rc != AUDIOHUB_ERR_SUCCESS) {
