@@ -200,7 +200,9 @@ HUB_CC      ?= cc
 HUB_CFLAGS  ?= -std=c99 -O2 -g -Wall -Wextra -Werror
 # 0.2.0: audiohub_stats_get and audiohub_accessory_get take the size of the caller's struct, so that those structs
 # can grow without breaking the ABI. No release had the 0.1 calls, so the soname stays libaudiohub.so.0.
-HUB_VERSION := 0.2.0
+# 0.3.0: spatial audio and head tracking (audiohub_register_spatial, audiohub_update_spatial, audiohub_head_tracking_*);
+# the structs the library gives or copies grew at their ends only.
+HUB_VERSION := 0.3.0
 HUB_BUILD   := .build-hub
 PREFIX      ?= /usr/local
 HUB_SRC     := $(wildcard Sources/CAudioHub/src/*.c) $(wildcard Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c)

@@ -4,8 +4,10 @@
 #   BRIDGE=path/to/accessory-bridge scripts/hub-install-check.sh
 #
 # `make install PREFIX=<a clean temporary directory>`, then Examples/hub-c, copied elsewhere, built by its own
-# Makefile with `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` (the shared library), and once more against the static one.
-# Both run against mosquitto and the bridge: each line on stdin must come back as a result.
+# Makefile with `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` (the shared library), and hub.c once more against the static
+# one. Both hubs run against mosquitto and the bridge: each line on stdin must come back as a result. Then stream.c,
+# whose source is a playing device made of a retained JSON SourceState (media, head tracking on): put on, it must be
+# activated and stream frames; taken off, invalidated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BRIDGE=${BRIDGE:-.build/debug/accessory-bridge}
@@ -56,4 +58,14 @@ for hub in hub-c/hub hub-static; do
         exit 1
     fi
 done
-echo "hub-install-check: installed into a clean prefix; Examples/hub-c built with pkg-config (shared) and static, both ran against the bridge"
+mosquitto_pub -p "$port" -r -q 1 -t audio/sources/123456789abc/state \
+    -m '{"sequence": "1", "activity": "ACTIVITY_MEDIA", "headTracking": "HEAD_TRACKING_ON"}'
+output=$( (printf 'onHead\n'; sleep 3; printf 'offHead\n'; sleep 1) |
+    timeout 30 "$work/hub-c/stream" "mqtt://127.0.0.1:$port" install-stream installed-stream 12:34:56:78:9A:BC 100)
+if ! grep -q '^activate: host 12:34:56:78:9A:BC, head tracking on' <<<"$output" ||
+    ! grep -Eq '^invalidate: reason 3, [1-9][0-9]* frames sent' <<<"$output"; then
+    echo "hub-install-check: stream printed:" >&2
+    echo "$output" >&2
+    exit 1
+fi
+echo "hub-install-check: installed into a clean prefix; Examples/hub-c built with pkg-config (shared) and static, both ran against the bridge; stream: $(grep '^invalidate' <<<"$output")"

@@ -3,10 +3,11 @@
 #
 #   BRIDGE=path/to/accessory-bridge scripts/hub-leak-check.sh [requests (10000)]
 #
-# Builds Tests/CAudioHubChecks/leakcheck.c with the SDK's sources and the generated protobuf-c code, all
-# instrumented, starts mosquitto (deploy/mosquitto/dev.conf) and the bridge, and runs it: 10,000 requests through
-# every path of the SDK (see leakcheck.c). Fails on any leak or memory error, and on any request that does not
-# complete exactly once with the outcome the contract gives.
+# Builds Tests/CAudioHubChecks/*.c with the SDK's sources and the generated protobuf-c code, all instrumented, starts
+# mosquitto (deploy/mosquitto/dev.conf) and the bridge, and runs it: 10,000 requests through every path of the SDK
+# (see leakcheck.c), then head tracking with a playing device of its own that hosts the session (head_tracking.c).
+# Fails on any leak or memory error, on any request that does not complete exactly once with the outcome the contract
+# gives, and on any head-tracking callback, frame or error other than the contract's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ trap 'kill $bridge_pid $broker_pid 2>/dev/null || true; wait 2>/dev/null; rm -rf
 ${CC:-cc} -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
     -I Sources/CAudioHub/include -I Sources/CAccessoryWire/Generated $(pkg-config --cflags libmosquitto libprotobuf-c) \
-    -o "$work/leakcheck" Tests/CAudioHubChecks/leakcheck.c Sources/CAudioHub/src/*.c \
+    -o "$work/leakcheck" Tests/CAudioHubChecks/*.c Sources/CAudioHub/src/*.c \
     Sources/CAccessoryWire/Generated/audioaccessory/v1/*.pb-c.c $(pkg-config --libs libmosquitto libprotobuf-c) -pthread
 
 start_broker 18950 "$work" "$work/broker.log"

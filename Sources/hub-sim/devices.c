@@ -35,9 +35,11 @@ static void publish_source_state(struct sim *sim, struct device *device)
 {
     uint8_t payload[128];
     device->report_sequence++;
+    /* With --head-tracking, every device hosts sessions: the person's Head Tracking setting is on. */
+    int head_tracking = sim->opt.head_tracking > 0 ? WIRE_HEAD_TRACKING_ON : WIRE_HEAD_TRACKING_UNSPECIFIED;
     size_t length = wire_pack_source_state(device->report_sequence, device->activity, device->routed,
-                                           device->last_command_epoch, device->last_command_sequence, payload,
-                                           sizeof payload);
+                                           device->last_command_epoch, device->last_command_sequence, head_tracking,
+                                           payload, sizeof payload);
     char topic[300];
     snprintf(topic, sizeof topic, "%s/sources/%s/state", sim->opt.topic_root, device->hex);
     mosquitto_property *properties = NULL;
@@ -131,6 +133,9 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
     (void)mosq;
     (void)properties;
     struct sim *sim = userdata;
+    if (host_message(sim, message)) {
+        return; /* head-tracking news or a frame (head_tracking.c) */
+    }
     if (is_fence_result(sim, message->topic)) {
         pthread_mutex_lock(&sim->mutex);
         sim->fences_answered++;
@@ -224,6 +229,9 @@ static void on_device_connect(struct mosquitto *mosq, void *userdata, int rc, in
             char fence[400];
             fence_topic(sim, i, "result", fence, sizeof fence);
             mosquitto_subscribe_v5(mosq, NULL, fence, 1, 0, NULL);
+        }
+        if (sim->opt.head_tracking > 0) {
+            subscribe_hosts(sim, mosq);
         }
     }
 }

@@ -7,6 +7,8 @@
  *   scenario.c  the scenario's requests and what their completions tell;
  *   phases.c    the set-up, a measured phase, waiting for what is outstanding, the stop signals;
  *   verify.c    --verify (the retained states) and the commands against the changes that justify them;
+ *   head_tracking.c  --head-tracking: the hubs' sessions and the frames they stream, the devices as hosts (sessions
+ *               fenced, frames rendered or dropped, latency), and what --verify checks of them;
  *   report.c    the latencies and counts summarized, the summary (text or JSON), the SVG chart;
  *   wire.c      hub-sim's own protobuf-c code (wire.h).
  * It parses --broker with the SDK's url.c (../CAudioHub/src/url.h), as the SDK's hubs do.
@@ -56,6 +58,7 @@ struct options {
     double sweep[MAX_SWEEP];
     int sweep_count;
     unsigned seed;
+    double head_tracking; /* --head-tracking HZ: frames a second per accessory in session (0: off) */
 };
 
 /* What the hub last sent (and the bridge accepted) about an accessory: the expected retained state. */
@@ -81,7 +84,16 @@ struct accessory {
     long outstanding; /* submitted, not completed */
     bool next_off;
     int source_cursor;
+    /* Head tracking (head_tracking.c; its mutex). The hub's side, as its handler heard: a session in force, the host's
+     * setting, and the reports' discontinuity count (one more per session). The hosts' side: how many devices hold a
+     * session of it active now. */
+    bool ht_active;
+    bool ht_on;
+    uint8_t ht_discontinuity;
+    int active_hosts;
 };
+
+struct host_session;
 
 struct device {
     struct audiohub_address address;
@@ -95,6 +107,10 @@ struct device {
     int paused_activity;
     char routed[AUDIOHUB_ID_MAX + 1];
     uint64_t report_sequence;
+    /* As a host of head-tracking sessions (head_tracking.c; its mutex): an entry per accessory it heard of. */
+    struct host_session *sessions;
+    size_t session_count;
+    size_t session_capacity;
 };
 
 /* One request in flight, given to the SDK as its context. */
@@ -124,6 +140,8 @@ struct phase_stats {
 
 struct sim {
     struct options opt;
+    /* What every accessory's hardware has and what it registers (AUDIOHUB_CAP_* bits). */
+    unsigned capabilities;
     pthread_mutex_t mutex;
     struct audiohub **hubs;
     struct accessory *accessories;
@@ -156,6 +174,17 @@ struct sim {
     uint64_t source_reports;
     unsigned random_state;
     int stop_signals; /* SIGINT/SIGTERM taken so far (see stop_requested) */
+    struct head_tracking *ht; /* --head-tracking: the streamer and the hosts' counts (head_tracking.c); else NULL */
+};
+
+/* What --head-tracking measured (summarize_head_tracking). */
+struct ht_summary {
+    double hz;
+    uint64_t sent, refused, rendered, dropped, missed, outside, malformed, sessions;
+    double p50, p99, max; /* ms, from sent_at_unix_us to the host's render */
+    long two_hosts;
+    long left_active; /* -1: not verified */
+    char first[300];             /* the first violation --verify found */
 };
 
 struct summary {
@@ -217,14 +246,36 @@ long verify(struct sim *sim, char *first, size_t size);
 /* Commands beyond what the hub's changes justify: a change applied twice (mutex held). */
 uint64_t count_excess(struct sim *sim);
 
+/* ---- head_tracking.c ---- */
+
+/* The spatial extension every accessory registers with --head-tracking (Apple's example). */
+extern const struct audiohub_spatial_extension SIM_SPATIAL_EXTENSION;
+/* --head-tracking: sets every hub's handler and starts streaming frames; false after saying why not. */
+bool start_head_tracking(struct sim *sim);
+/* The devices' subscriptions as hosts: their session news (QoS 1) and frames (QoS 0). */
+void subscribe_hosts(struct sim *sim, struct mosquitto *mosq);
+/* A device's session news or a frame for it; false for any other topic (sim->mutex not held). */
+bool host_message(struct sim *sim, const struct mosquitto_message *message);
+/* --verify: sessions active on two hosts at once, frames rendered outside their session, and (waiting up to 10 s for
+ * the last news) sessions left active, on a host or a hub, for accessories the hubs left off head. */
+long verify_head_tracking(struct sim *sim);
+/* Stops streaming (before the hubs go), lets what is on its way arrive, and summarizes into `out` (NULL: not). */
+void stop_head_tracking(struct sim *sim, struct ht_summary *out);
+/* Frees what --head-tracking holds, once no hub and no device can call back (NULL: nothing). */
+void free_head_tracking(struct sim *sim);
+
 /* ---- report.c ---- */
 
 /* Adds a latency (ms) to a phase's. */
 void record_latency(struct phase_stats *stats, double ms);
+/* Sorts latencies, ascending; the q-quantile of sorted ones (nearest rank; 0 for none). */
+void sort_latencies(double *values, size_t count);
+double quantile(const double *sorted, size_t count, double q);
 /* A phase's summary (sorts its latencies). */
 struct summary summarize(struct phase_stats *stats, uint64_t lost, double offered);
-/* The summary, as text or (--json) one JSON line; mismatches -1: not verified. */
-void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text);
+/* The summary, as text or (--json) one JSON line; mismatches -1: not verified; ht NULL without --head-tracking. */
+void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text,
+                   const struct ht_summary *ht);
 /* Latency (log scale) against offered rate, one line per percentile; false when the file cannot be written. */
 bool write_svg(const char *path, const struct summary *points, int count, const struct options *opt);
 

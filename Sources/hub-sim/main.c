@@ -27,6 +27,11 @@
  * --shared-devices N (with --households) keeps the last N devices out of the households: every household's accessories
  *    list them too (one choice in three), so that in a cluster they are listed by accessories of several slots, which
  *    arbitrate them through etcd (docs/scale-out.md, "Shared devices").
+ * --head-tracking HZ registers every accessory with audio spatialization (its extension: Apple's example) and head
+ *    tracking, hardware and registration, and makes the devices hosts (their Head Tracking setting on): each hub streams
+ *    a synthetic head-tracker report HZ times a second for every accessory in session, the hosts render the frames of
+ *    their current sessions only and measure their latency (head_tracking.c); --verify also fails on a frame rendered
+ *    outside its session, a session active on two hosts at once, or one left active after its accessory was taken off.
  * --svg FILE sweeps offered rates (--sweep R1,R2,... or fractions of a first flood's throughput) and draws latency
  * against offered rate.
  *
@@ -118,6 +123,10 @@ int main(int argc, char **argv)
     }
     pthread_mutex_init(&sim.mutex, NULL);
     sim.random_state = sim.opt.seed;
+    sim.capabilities = AUDIOHUB_CAP_AUDIO_SWITCHING | AUDIOHUB_CAP_PLACEMENT;
+    if (sim.opt.head_tracking > 0) {
+        sim.capabilities |= AUDIOHUB_CAP_AUDIO_SPATIALIZATION | AUDIOHUB_CAP_HEAD_TRACKING;
+    }
     audiohub_lib_init();
 
     sim.accessory_count = sim.opt.hubs * sim.opt.accessories;
@@ -151,7 +160,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hub-sim: out of memory\n");
         goto out;
     }
-    if (!start_devices(&sim) || !start_hubs(&sim)) {
+    if (!start_devices(&sim) || !start_hubs(&sim) || (sim.opt.head_tracking > 0 && !start_head_tracking(&sim))) {
         goto out;
     }
     if (!sim.opt.quiet) {
@@ -181,7 +190,7 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < rate_count; i++) {
             points[count] = run_phase(&sim, rates[i]);
-            print_summary(&sim, &points[count], -1, "");
+            print_summary(&sim, &points[count], -1, "", NULL);
             count++;
         }
         if (!write_svg(sim.opt.svg, points, count, &sim.opt)) {
@@ -208,12 +217,18 @@ int main(int argc, char **argv)
         pthread_mutex_lock(&sim.mutex);
         sim.excess_commands = count_excess(&sim);
         pthread_mutex_unlock(&sim.mutex);
-        print_summary(&sim, &summary, mismatches, mismatch_text);
-        status = (fenced && summary.lost == 0 && summary.errors == 0 && mismatches <= 0 && sim.excess_commands == 0)
+        /* Head tracking: verified after the fence (the hosts' last news came before its answer), then summarized. */
+        long violations = sim.ht != NULL && sim.opt.verify ? verify_head_tracking(&sim) : 0;
+        struct ht_summary head_tracking;
+        stop_head_tracking(&sim, &head_tracking);
+        print_summary(&sim, &summary, mismatches, mismatch_text, sim.ht != NULL ? &head_tracking : NULL);
+        status = (fenced && summary.lost == 0 && summary.errors == 0 && mismatches <= 0 && sim.excess_commands == 0 &&
+                  violations == 0)
                      ? 0 : 1;
     }
 
 out:
+    stop_head_tracking(&sim, NULL); /* no frame may be sent once the hubs go */
     for (long h = 0; sim.hubs != NULL && h < sim.opt.hubs; h++) {
         if (sim.hubs[h] != NULL) {
             audiohub_disconnect(sim.hubs[h]);
@@ -226,6 +241,7 @@ out:
         mosquitto_loop_stop(sim.device_client, false);
         mosquitto_destroy(sim.device_client);
     }
+    free_head_tracking(&sim);
     free(sim.host);
     free(sim.hubs);
     free(sim.fence_hubs);

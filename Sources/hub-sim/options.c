@@ -18,6 +18,7 @@ static void usage(FILE *out)
             "               [--scenario mixed|placement|sources|calls] [--devices D] [--prefix sim]\n"
             "               [--timeout-ms 1000] [--timeout-max-ms 5000] [--ca-file FILE] [--seed N]\n"
             "               [--slots S (a cluster of bridges with S slots)] [--households K [--shared-devices N]]\n"
+            "               [--head-tracking HZ (frames/s per accessory in a head-tracking session)]\n"
             "               [--verify] [--json] [--quiet] [--svg FILE [--sweep R1,R2,...]]\n");
 }
 
@@ -132,6 +133,8 @@ bool parse_options(int argc, char **argv, struct options *opt)
             ok = parse_long(value, 0, 4096, &opt->slots);
         } else if (strcmp(name, "--households") == 0) {
             ok = parse_long(value, 0, 65536, &opt->households);
+        } else if (strcmp(name, "--head-tracking") == 0) {
+            ok = parse_double(value, 0, &opt->head_tracking) && opt->head_tracking <= 1000;
         } else if (strcmp(name, "--shared-devices") == 0) {
             ok = parse_long(value, 0, 65536, &opt->shared_devices);
         } else if (strcmp(name, "--seed") == 0) {

@@ -131,9 +131,13 @@ bool setup(struct sim *sim)
         ops[2]->operation = AUDIOHUB_OP_SOURCES;
         ops[2]->effect = target;
         ops[1]->operation = AUDIOHUB_OP_REGISTER;
-        enum audiohub_err rc = audiohub_pair(hub, accessory->id, name, "SIM-1", AUDIOHUB_CAP_ALL, setup_completed, ops[0]);
+        enum audiohub_err rc = audiohub_pair(hub, accessory->id, name, "SIM-1", sim->capabilities, setup_completed,
+                                             ops[0]);
         if (rc == AUDIOHUB_ERR_SUCCESS) {
-            rc = audiohub_register(hub, accessory->id, AUDIOHUB_CAP_ALL, setup_completed, ops[1]);
+            /* With --head-tracking, the spatial rendering extension too (Apple's example). */
+            rc = audiohub_register_spatial(hub, accessory->id, sim->capabilities,
+                                           sim->opt.head_tracking > 0 ? &SIM_SPATIAL_EXTENSION : NULL,
+                                           sizeof SIM_SPATIAL_EXTENSION, setup_completed, ops[1]);
         }
         if (rc == AUDIOHUB_ERR_SUCCESS) {
             rc = audiohub_sources(hub, accessory->id, &sim->devices[target.primary].address,

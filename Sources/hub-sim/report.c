@@ -31,8 +31,15 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void sort_latencies(double *values, size_t count)
+{
+    if (count > 0) {
+        qsort(values, count, sizeof(double), compare_doubles);
+    }
+}
+
 /* The q-quantile of sorted values (nearest rank). */
-static double quantile(const double *sorted, size_t count, double q)
+double quantile(const double *sorted, size_t count, double q)
 {
     if (count == 0) {
         return 0;
@@ -52,7 +59,7 @@ struct summary summarize(struct phase_stats *stats, uint64_t lost, double offere
     s.retried = stats->retried;
     s.errors = stats->errors;
     s.refused = stats->refused;
-    qsort(stats->latencies, stats->latency_count, sizeof(double), compare_doubles);
+    sort_latencies(stats->latencies, stats->latency_count);
     s.p50 = quantile(stats->latencies, stats->latency_count, 0.50);
     s.p90 = quantile(stats->latencies, stats->latency_count, 0.90);
     s.p99 = quantile(stats->latencies, stats->latency_count, 0.99);
@@ -62,7 +69,35 @@ struct summary summarize(struct phase_stats *stats, uint64_t lost, double offere
     return s;
 }
 
-void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text)
+/* The head-tracking figures: JSON keys, or a text line (and one for --verify). */
+static void print_head_tracking(const struct ht_summary *ht, bool json)
+{
+    if (json) {
+        printf(",\"head_tracking_hz\":%.1f,\"frames_sent\":%" PRIu64 ",\"frames_rendered\":%" PRIu64
+               ",\"frame_p50_ms\":%.3f,\"frame_p99_ms\":%.3f,\"frame_max_ms\":%.3f,\"frames_outside_session\":%" PRIu64
+               ",\"frames_dropped\":%" PRIu64 ",\"frames_missed\":%" PRIu64 ",\"frames_refused\":%" PRIu64
+               ",\"head_tracking_sessions\":%" PRIu64 ",\"head_tracking_malformed\":%" PRIu64
+               ",\"sessions_on_two_hosts\":%ld",
+               ht->hz, ht->sent, ht->rendered, ht->p50, ht->p99, ht->max, ht->outside, ht->dropped, ht->missed,
+               ht->refused, ht->sessions, ht->malformed, ht->two_hosts);
+        if (ht->left_active >= 0) {
+            printf(",\"sessions_left_active\":%ld", ht->left_active);
+        }
+        return;
+    }
+    printf("  head track. %" PRIu64 " frames sent (%.0f/s per accessory in session), %" PRIu64 " rendered: p50 %.2f ms"
+           "  p99 %.2f ms  max %.2f ms; %" PRIu64 " outside their session, %" PRIu64 " dropped (not the host's "
+           "current session), %" PRIu64 " missed; %" PRIu64 " sessions\n",
+           ht->sent, ht->hz, ht->rendered, ht->p50, ht->p99, ht->max, ht->outside, ht->dropped, ht->missed,
+           ht->sessions);
+    if (ht->left_active >= 0) {
+        printf("  sessions    %ld active on two hosts at once, %ld left active after a take-off%s%s\n", ht->two_hosts,
+               ht->left_active, ht->first[0] != '\0' ? ": " : "", ht->first);
+    }
+}
+
+void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text,
+                   const struct ht_summary *ht)
 {
     struct audiohub_stats total = {0};
     for (long h = 0; h < sim->opt.hubs; h++) {
@@ -88,6 +123,9 @@ void print_summary(struct sim *sim, const struct summary *s, long mismatches, co
                sim->excess_commands, sim->repeated_commands, sim->source_reports, sim->older_epoch_commands);
         if (mismatches >= 0) {
             printf(",\"state_mismatches\":%ld", mismatches);
+        }
+        if (ht != NULL) {
+            print_head_tracking(ht, true);
         }
         printf("}\n");
     } else {
@@ -116,6 +154,9 @@ void print_summary(struct sim *sim, const struct summary *s, long mismatches, co
         if (mismatches >= 0) {
             printf("  states      %ld differ from what the hubs last sent%s%s\n", mismatches,
                    mismatches > 0 ? ": " : "", mismatches > 0 ? mismatch_text : "");
+        }
+        if (ht != NULL) {
+            print_head_tracking(ht, false);
         }
     }
     if (s->errors > 0 && sim->stats.first_error[0] != '\0') {

@@ -141,13 +141,16 @@ enum audiohub_err submit_next(struct sim *sim, int index, bool measured)
     if (op->operation == AUDIOHUB_OP_PLACEMENT) {
         rc = audiohub_placement(hub, accessory->id, op->effect.placement, completed, op);
     } else {
-        struct audiohub_configuration configuration = {AUDIOHUB_CAP_ALL, op->effect.placement, {0, {0}}, {0, {0}}};
+        struct audiohub_configuration configuration = {sim->capabilities, op->effect.placement, {0, {0}}, {0, {0}}};
         configuration.primary = sim->devices[op->effect.primary].address;
         configuration.secondary = sim->devices[op->effect.secondary].address;
         if (op->operation == AUDIOHUB_OP_SOURCES) {
             rc = audiohub_sources(hub, accessory->id, &configuration.primary, &configuration.secondary, completed, op);
         } else {
-            rc = audiohub_update(hub, accessory->id, &configuration, completed, op);
+            /* A full update replaces the configuration: the spatial extension goes with it. */
+            rc = audiohub_update_spatial(hub, accessory->id, &configuration,
+                                         sim->opt.head_tracking > 0 ? &SIM_SPATIAL_EXTENSION : NULL,
+                                         sizeof SIM_SPATIAL_EXTENSION, completed, op);
         }
     }
     if (rc != AUDIOHUB_ERR_SUCCESS) {

@@ -93,7 +93,7 @@ static const char *mismatch(struct sim *sim, long index, const struct wire_state
         snprintf(why, size, "hub %s, expected %s", state->hub_id, hub_id);
     } else if (state->registration != AUDIOHUB_REGISTRATION_REGISTERED) {
         snprintf(why, size, "registration %d", state->registration);
-    } else if (state->hardware_capabilities != AUDIOHUB_CAP_ALL || state->capabilities != AUDIOHUB_CAP_ALL) {
+    } else if (state->hardware_capabilities != sim->capabilities || state->capabilities != sim->capabilities) {
         snprintf(why, size, "capabilities %u/%u", state->hardware_capabilities, state->capabilities);
     } else if ((int)state->placement != (int)e->placement) {
         snprintf(why, size, "placement %d, last sent %d", state->placement, e->placement);
@@ -102,6 +102,12 @@ static const char *mismatch(struct sim *sim, long index, const struct wire_state
     } else if (state->last_sequence != cached.last_sequence) {
         snprintf(why, size, "last sequence %" PRIu64 ", last sent %" PRIu64, state->last_sequence,
                  cached.last_sequence);
+    } else if (state->has_spatial_extension != (sim->opt.head_tracking > 0) ||
+               (state->has_spatial_extension &&
+                (state->spatial_extension[0] != SIM_SPATIAL_EXTENSION.component_type ||
+                 state->spatial_extension[1] != SIM_SPATIAL_EXTENSION.component_sub_type ||
+                 state->spatial_extension[2] != SIM_SPATIAL_EXTENSION.component_manufacturer))) {
+        snprintf(why, size, "spatial extension %s", state->has_spatial_extension ? "not the one sent" : "missing");
     } else if (state->last_error != AUDIOHUB_KIT_NONE) {
         snprintf(why, size, "last error %d", state->last_error);
     } else if (state->stale) {

@@ -12,13 +12,14 @@
  * 2. A restarted hub whose restored count is behind the bridge's (resync), then one ahead of it (a rebirth, answered
  *    from the cache the bridge's first result filled).
  * 3. A hub in the caller's loop (audiohub_loop), a hub whose requests time out, a hub destroyed with requests queued.
+ * 4. Head tracking (head_tracking.c): a playing device that hosts the session, the handler's three calls, frames, the
+ *    send errors, spatial extensions, and news the hub must drop (malformed, JSON, stale).
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <audiohub.h>
+#include "leakcheck.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,36 +28,19 @@
 #define ACCESSORIES 40
 #define WINDOW 64
 
-struct tally {
-    pthread_mutex_t mutex;
-    pthread_cond_t changed;
-    uint64_t accepted;
-    uint64_t completed;
-    uint64_t by_error[6];
-    uint64_t cancelled;
-    uint64_t timed_out;
-    uint64_t unexpected;
-    char first_unexpected[256];
-};
+const struct expectation EXPECT_NONE = {AUDIOHUB_KIT_NONE};
+const struct expectation EXPECT_INVALID = {AUDIOHUB_KIT_INVALID_REQUEST};
+const struct expectation EXPECT_NOT_CAPABLE = {AUDIOHUB_KIT_ACCESSORY_NOT_CAPABLE};
+const struct expectation EXPECT_INVALIDATED = {AUDIOHUB_KIT_INVALIDATED};
+const struct expectation EXPECT_ANY = {-1};
 
-/* What a request expects: the kit error, or -1 for "any answer". */
-struct expectation {
-    int error;
-};
-
-static const struct expectation EXPECT_NONE = {AUDIOHUB_KIT_NONE};
-static const struct expectation EXPECT_INVALID = {AUDIOHUB_KIT_INVALID_REQUEST};
-static const struct expectation EXPECT_NOT_CAPABLE = {AUDIOHUB_KIT_ACCESSORY_NOT_CAPABLE};
-static const struct expectation EXPECT_INVALIDATED = {AUDIOHUB_KIT_INVALIDATED};
-static const struct expectation EXPECT_ANY = {-1};
-
-static void fail(const char *what)
+void fail(const char *what)
 {
     fprintf(stderr, "leakcheck: %s\n", what);
     exit(1);
 }
 
-static void check(enum audiohub_err rc, const char *what)
+void check(enum audiohub_err rc, const char *what)
 {
     if (rc != AUDIOHUB_ERR_SUCCESS) {
         fprintf(stderr, "leakcheck: %s: %s\n", what, audiohub_strerror(rc));
@@ -64,13 +48,13 @@ static void check(enum audiohub_err rc, const char *what)
     }
 }
 
-static void sleep_ms(long ms)
+void sleep_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
 }
 
-static void completed(struct audiohub *hub, void *userdata, const struct audiohub_result *result)
+void completed(struct audiohub *hub, void *userdata, const struct audiohub_result *result)
 {
     (void)hub;
     struct tally *tally = userdata;
@@ -94,8 +78,8 @@ static void completed(struct audiohub *hub, void *userdata, const struct audiohu
     pthread_mutex_unlock(&tally->mutex);
 }
 
-/* Counts a request the SDK accepted, waiting first while WINDOW are in flight. */
-static void accepted(struct tally *tally, enum audiohub_err rc, const char *what)
+/* Counts a request the SDK accepted. */
+void accepted(struct tally *tally, enum audiohub_err rc, const char *what)
 {
     check(rc, what);
     pthread_mutex_lock(&tally->mutex);
@@ -118,7 +102,7 @@ static void wait_window(struct tally *tally, uint64_t window)
     pthread_mutex_unlock(&tally->mutex);
 }
 
-static struct audiohub *make_hub(const char *id, struct tally *tally, const char *broker, bool thread)
+struct audiohub *make_hub(const char *id, struct tally *tally, const char *broker, bool thread)
 {
     struct audiohub *hub;
     check(audiohub_new(id, tally, &hub), "audiohub_new");
@@ -166,7 +150,7 @@ static uint64_t last_sequence_of(struct audiohub *hub, const char *accessory)
     return view.last_sequence;
 }
 
-static void wait_idle(struct audiohub *hub, struct tally *tally)
+void wait_idle(struct audiohub *hub, struct tally *tally)
 {
     for (int i = 0; i < 6000; i++) {
         struct audiohub_stats stats;
@@ -383,6 +367,14 @@ int main(int argc, char **argv)
                  "cancel");
     }
     audiohub_destroy(hub);
+
+    /* 4. Head tracking. */
+    char host[64];
+    int port = 0;
+    if (sscanf(broker, "mqtt://%63[^:]:%d", host, &port) != 2) {
+        fail("the broker must be mqtt://HOST:PORT");
+    }
+    check_head_tracking(broker, host, port);
 
     pthread_mutex_lock(&tally.mutex);
     printf("leakcheck: %" PRIu64 " accepted, %" PRIu64 " completed, %" PRIu64 " timed out, %" PRIu64

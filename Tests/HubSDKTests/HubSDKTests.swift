@@ -491,7 +491,7 @@ import Glibc
         var badPlacement = configuration
         badPlacement.placement = audiohub_placement(rawValue: 9)
         var badCapabilities = configuration
-        badCapabilities.capabilities = 4
+        badCapabilities.capabilities = 0x10
         var secondaryOnly = configuration
         secondaryOnly.secondary = six
         let long = String(repeating: "x", count: 257)
@@ -511,7 +511,7 @@ import Glibc
             (audiohub_update(h, "ok", &badPlacement, nil, nil), AUDIOHUB_ERR_INVAL),
             (audiohub_update(h, "ok", nil, nil, nil), AUDIOHUB_ERR_INVAL),
             (audiohub_register(h, "ok", 0, nil, nil), AUDIOHUB_ERR_CAPABILITIES),
-            (audiohub_register(h, "ok", 8, nil, nil), AUDIOHUB_ERR_CAPABILITIES),
+            (audiohub_register(h, "ok", 0x20, nil, nil), AUDIOHUB_ERR_CAPABILITIES),
             (audiohub_pair(h, "ok", "n", "m", 0x10, nil, nil), AUDIOHUB_ERR_CAPABILITIES),
             (audiohub_pair(h, "ok", long, "m", AUDIOHUB_CAP_ALL, nil, nil), AUDIOHUB_ERR_TEXT),
             (audiohub_pair(h, "ok", "n", long, AUDIOHUB_CAP_ALL, nil, nil), AUDIOHUB_ERR_TEXT),
@@ -560,15 +560,17 @@ import Glibc
         #expect(audiohub_new("sdk-sizes", nil, &handle) == AUDIOHUB_ERR_SUCCESS)
         defer { audiohub_destroy(handle) }
         #expect(audiohub_placement(handle, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, nil, nil) == AUDIOHUB_ERR_SUCCESS)
-        let calls: [(size: Int, call: (UnsafeMutableRawPointer, Int) -> audiohub_err)] = [
-            (MemoryLayout<audiohub_stats>.size, { out, size in
+        // Each with the size of its first sized version (0.2: each then ended with `queued`; the *_MIN_SIZE macros).
+        let calls: [(size: Int, minimum: Int, call: (UnsafeMutableRawPointer, Int) -> audiohub_err)] = [
+            (MemoryLayout<audiohub_stats>.size, MemoryLayout<audiohub_stats>.offset(of: \.queued)! + 8, { out, size in
                 audiohub_stats_get(handle, out.assumingMemoryBound(to: audiohub_stats.self), size)
             }),
-            (MemoryLayout<audiohub_accessory>.size, { out, size in
+            (MemoryLayout<audiohub_accessory>.size,
+             MemoryLayout<audiohub_accessory>.offset(of: \.queued)! + MemoryLayout<Int>.size, { out, size in
                 audiohub_accessory_get(handle, "buds", out.assumingMemoryBound(to: audiohub_accessory.self), size)
             }),
         ]
-        for (size, call) in calls {
+        for (size, minimum, call) in calls {
             // A newer caller's struct, 32 bytes longer: the library's fields, then zeros.
             let newer = UnsafeMutableRawBufferPointer.allocate(byteCount: size + 32, alignment: 8)
             defer { newer.deallocate() }
@@ -582,7 +584,11 @@ import Glibc
             exact.initializeMemory(as: UInt8.self, repeating: 0xAB)
             #expect(call(exact.baseAddress!, size) == AUDIOHUB_ERR_SUCCESS)
             #expect(exact[size...].allSatisfy { $0 == 0xAB }, "nothing is written beyond the caller's size")
-            #expect(call(exact.baseAddress!, size - 1) == AUDIOHUB_ERR_INVAL, "smaller than the first sized version")
+            // An older caller's struct (the fields 0.3 added are beyond it): what it knows, nothing beyond.
+            exact.initializeMemory(as: UInt8.self, repeating: 0xAB)
+            #expect(call(exact.baseAddress!, minimum) == AUDIOHUB_ERR_SUCCESS)
+            #expect(exact[minimum...].allSatisfy { $0 == 0xAB }, "nothing is written beyond an older caller's size")
+            #expect(call(exact.baseAddress!, minimum - 1) == AUDIOHUB_ERR_INVAL, "smaller than the first sized version")
         }
         var stats = audiohub_stats()
         #expect(audiohub_stats_get(handle, &stats, MemoryLayout<audiohub_stats>.size) == AUDIOHUB_ERR_SUCCESS)

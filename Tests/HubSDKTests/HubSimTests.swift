@@ -27,6 +27,17 @@ import Glibc
         var repeated_commands: Int
         var state_mismatches: Int?
         var connections: Int
+        // --head-tracking
+        var frames_sent: Int?
+        var frames_rendered: Int?
+        var frame_p50_ms: Double?
+        var frame_p99_ms: Double?
+        var frame_max_ms: Double?
+        var frames_outside_session: Int?
+        var frames_dropped: Int?
+        var head_tracking_sessions: Int?
+        var sessions_on_two_hosts: Int?
+        var sessions_left_active: Int?
     }
 
     static func run(
@@ -139,6 +150,29 @@ import Glibc
         }
     }
 
+    /// --head-tracking: every accessory registers head tracking, the devices host the sessions with their setting on,
+    /// the hubs stream 100 frames a second per accessory in session while placement toggles move the sessions. Frames
+    /// must be rendered, none outside its session; no session active on two hosts; none left active after a take-off.
+    @Test func headTrackingFramesReachOnlyTheirSessionsHosts() async throws {
+        let fixture = try await BridgeFixture()
+        let (simulator, output) = try Self.run(fixture, [
+            "--hubs", "2", "--accessories", "10", "--seconds", "4", "--rate", "20", "--head-tracking", "100",
+            "--verify", "--prefix", "tracked",
+        ], log: "head-tracking")
+        let code = try await simulator.exit()
+        let summary = try Self.summary(output)
+        let log = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
+        #expect(code == 0, "hub-sim failed: \(log.suffix(2000))")
+        #expect(summary.lost == 0 && summary.errors == 0 && summary.state_mismatches == 0)
+        #expect((summary.head_tracking_sessions ?? 0) > 0, "sessions were activated")
+        #expect((summary.frames_sent ?? 0) > 0 && (summary.frames_rendered ?? 0) > 0, "\(summary)")
+        #expect(summary.frames_outside_session == 0)
+        #expect(summary.sessions_on_two_hosts == 0 && summary.sessions_left_active == 0)
+        #expect((summary.frame_p50_ms ?? -1) >= 0 && (summary.frame_max_ms ?? -1) >= (summary.frame_p99_ms ?? 0))
+        print("hub-sim --head-tracking 100: \(summary.frames_sent ?? 0) frames sent, \(summary.frames_rendered ?? 0) "
+            + "rendered, p50 \(summary.frame_p50_ms ?? 0) ms, p99 \(summary.frame_p99_ms ?? 0) ms")
+    }
+
     @Test func anSVGChartIsDrawnFromARateSweep() async throws {
         let fixture = try await BridgeFixture()
         let chart = fixture.broker.directory.appendingPathComponent("latency.svg")
@@ -194,7 +228,10 @@ import Glibc
     }
 
     @Test func badArgumentsAreRefused() async throws {
-        for arguments in [["--hubs", "0"], ["--rate", "-1"], ["--scenario", "chaos"], ["--broker", "tcp://x"], ["--bogus"]] {
+        for arguments in [
+            ["--hubs", "0"], ["--rate", "-1"], ["--scenario", "chaos"], ["--broker", "tcp://x"], ["--bogus"],
+            ["--head-tracking", "-1"], ["--head-tracking", "1001"],
+        ] {
             let process = try ChildProcess(
                 executable: try BuiltProducts.path("hub-sim"), arguments: arguments, outputPath: "/dev/null")
             #expect(try await process.exit() == 2, "\(arguments)")

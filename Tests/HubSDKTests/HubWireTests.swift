@@ -46,17 +46,23 @@ import TestSupport
         }
     }
 
-    @Test("Capability bits go on the wire ascending: audio switching (1), then placement (2)")
+    @Test("Capability bits go on the wire ascending: audio switching (1), placement (2), spatialization (3), head tracking (4)")
     func capabilityBitsAreAscending() {
-        var values: (Int32, Int32) = (0, 0)
+        var values: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
         let count = withUnsafeMutableBytes(of: &values) {
             audiohub_internal_capability_values(AUDIOHUB_CAP_ALL, $0.baseAddress!.assumingMemoryBound(to: Int32.self))
         }
-        #expect(count == 2 && values == (1, 2))
+        #expect(count == 4 && values == (1, 2, 3, 4))
         let placementOnly = withUnsafeMutableBytes(of: &values) {
             audiohub_internal_capability_values(AUDIOHUB_CAP_PLACEMENT, $0.baseAddress!.assumingMemoryBound(to: Int32.self))
         }
         #expect(placementOnly == 1 && values.0 == 2)
+        let headTracking = withUnsafeMutableBytes(of: &values) {
+            audiohub_internal_capability_values(
+                AUDIOHUB_CAP_AUDIO_SWITCHING | AUDIOHUB_CAP_HEAD_TRACKING,
+                $0.baseAddress!.assumingMemoryBound(to: Int32.self))
+        }
+        #expect(headTracking == 2 && values.0 == 1 && values.1 == 4)
     }
 
     // MARK: Results and states: the SDK's decoding
@@ -251,6 +257,8 @@ private func bits(_ capabilities: [Audioaccessory_V1_Capability]) -> UInt32 {
         switch capability {
         case .audioSwitching: bits | AUDIOHUB_CAP_AUDIO_SWITCHING
         case .placement: bits | AUDIOHUB_CAP_PLACEMENT
+        case .audioSpatialization: bits | AUDIOHUB_CAP_AUDIO_SPATIALIZATION
+        case .headTracking: bits | AUDIOHUB_CAP_HEAD_TRACKING
         default: bits
         }
     }
@@ -274,7 +282,12 @@ extension StateCopy {
             routedSource: sdkAddress(state.routedSource), lastSequence: state.lastSequence,
             updatedAtUnixMs: state.updatedAtUnixMs, stale: state.stale, diagnostics: state.diagnostics,
             lastError: (1...5).contains(state.lastError.rawValue) ? UInt32(state.lastError.rawValue) : 0,
-            lastErrorMessage: state.lastErrorMessage)
+            lastErrorMessage: state.lastErrorMessage,
+            spatialExtension: state.configuration.hasSpatialExtensionDescription
+                ? [state.configuration.spatialExtensionDescription].flatMap {
+                    [$0.componentType, $0.componentSubType, $0.componentManufacturer, $0.componentFlags,
+                     $0.componentFlagsMask]
+                } : [])
     }
 }
 
@@ -306,8 +319,10 @@ private func randomAddress(_ random: inout SeededGenerator, allowOdd: Bool = fal
 }
 
 private func randomCapabilities(_ random: inout SeededGenerator) -> [Audioaccessory_V1_Capability] {
-    [[], [.audioSwitching], [.placement], [.audioSwitching, .placement], [.placement, .audioSwitching]]
-        .randomElement(using: &random)!
+    [
+        [], [.audioSwitching], [.placement], [.audioSwitching, .placement], [.placement, .audioSwitching],
+        [.audioSwitching, .placement, .audioSpatialization, .headTracking], [.headTracking, .audioSpatialization],
+    ].randomElement(using: &random)!
 }
 
 private func randomSequence(_ random: inout SeededGenerator) -> UInt64 {
@@ -363,6 +378,15 @@ private func randomState(_ random: inout SeededGenerator) -> Audioaccessory_V1_A
                 $0.devicePlacement = Audioaccessory_V1_Placement(rawValue: Int.random(in: 0...6, using: &random))!
                 $0.primaryAudioSourceDeviceIdentifier = randomAddress(&random, allowOdd: true)
                 $0.secondaryAudioSourceDeviceIdentifier = randomAddress(&random, allowOdd: true)
+                if Bool.random(using: &random) {
+                    $0.spatialExtensionDescription = .with {
+                        $0.componentType = UInt32.random(in: 0...UInt32.max, using: &random)
+                        $0.componentSubType = UInt32.random(in: 0...UInt32.max, using: &random)
+                        $0.componentManufacturer = UInt32.random(in: 0...UInt32.max, using: &random)
+                        $0.componentFlags = UInt32.random(in: 0...UInt32.max, using: &random)
+                        $0.componentFlagsMask = UInt32.random(in: 0...UInt32.max, using: &random)
+                    }
+                }
             }
         }
         $0.routedSource = randomAddress(&random, allowOdd: true)

@@ -43,6 +43,8 @@ struct StateCopy: Equatable, Sendable {
     var diagnostics: [String]
     var lastError: UInt32
     var lastErrorMessage: String
+    /// The configuration's spatial extension: type, subtype, manufacturer, flags, flags mask; empty when none.
+    var spatialExtension: [UInt32] = []
 }
 
 extension StateCopy {
@@ -64,6 +66,10 @@ extension StateCopy {
         diagnostics = (0..<state.diagnostics_count).map { String(cString: state.diagnostics[$0]!) }
         lastError = state.last_error.rawValue
         lastErrorMessage = String(cString: state.last_error_message)
+        let spatial = state.spatial_extension
+        spatialExtension = state.has_spatial_extension
+            ? [spatial.component_type, spatial.component_sub_type, spatial.component_manufacturer,
+               spatial.component_flags, spatial.component_flags_mask] : []
     }
 }
 
@@ -101,6 +107,41 @@ struct Completion: Sendable {
     var succeeded: Bool { status == AUDIOHUB_ERR_SUCCESS.rawValue && error == AUDIOHUB_KIT_NONE.rawValue }
 }
 
+/// A C string stored in a fixed array (a tuple of CChar), up to its NUL.
+func string<T>(fromCArray array: T) -> String {
+    withUnsafeBytes(of: array) { raw in String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self) }
+}
+
+/// A Swift copy of `audiohub_head_tracking_session`.
+struct SessionCopy: Equatable, Sendable {
+    var accessoryID: String
+    var sessionID: [UInt8]
+    var host: [UInt8]
+    var isHeadTrackingActive: Bool
+    var restorationID: String
+    var epoch: UInt64
+    var sequence: UInt64
+    var framesSent: UInt64
+
+    init(_ session: audiohub_head_tracking_session) {
+        accessoryID = string(fromCArray: session.accessory_id)
+        sessionID = withUnsafeBytes(of: session.session_id) { Array($0) }
+        host = bytes(of: session.host)
+        isHeadTrackingActive = session.is_head_tracking_active
+        restorationID = string(fromCArray: session.restoration_id)
+        epoch = session.epoch
+        sequence = session.sequence
+        framesSent = session.frames_sent
+    }
+}
+
+/// One call of the SDK's head-tracking handler.
+enum HeadTrackingCall: Equatable, Sendable {
+    case activate(SessionCopy)
+    case stateDidChange(SessionCopy, isActive: Bool)
+    case invalidate(SessionCopy, reason: UInt32)
+}
+
 struct TestFailure: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
@@ -117,6 +158,8 @@ final class HubRecorder: Sendable {
     let storedSequences = Mutex<[String: UInt64]>([:])
     /// What the save hook was given, in order.
     let savedSequences = Mutex<[(String, UInt64)]>([])
+    /// The head-tracking handler's calls, in order.
+    let headTracking = Mutex<[HeadTrackingCall]>([])
 }
 
 private let completionCallback: audiohub_completion_cb = { _, userdata, result in
@@ -147,6 +190,31 @@ private let saveSequence: audiohub_sequence_save_cb = { _, userdata, accessory, 
     let recorder = Unmanaged<HubRecorder>.fromOpaque(userdata!).takeUnretainedValue()
     let id = String(cString: accessory!)
     recorder.savedSequences.withLock { $0.append((id, sequence)) }
+}
+
+private let activateCallback: @convention(c) (
+    OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<audiohub_head_tracking_session>?
+) -> Void = { _, userdata, session in
+    let recorder = Unmanaged<HubRecorder>.fromOpaque(userdata!).takeUnretainedValue()
+    let copy = SessionCopy(session!.pointee)
+    recorder.headTracking.withLock { $0.append(.activate(copy)) }
+}
+
+private let stateCallback: @convention(c) (
+    OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<audiohub_head_tracking_session>?, Bool
+) -> Void = { _, userdata, session, isActive in
+    let recorder = Unmanaged<HubRecorder>.fromOpaque(userdata!).takeUnretainedValue()
+    let copy = SessionCopy(session!.pointee)
+    recorder.headTracking.withLock { $0.append(.stateDidChange(copy, isActive: isActive)) }
+}
+
+private let invalidateCallback: @convention(c) (
+    OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<audiohub_head_tracking_session>?,
+    audiohub_head_tracking_reason
+) -> Void = { _, userdata, session, reason in
+    let recorder = Unmanaged<HubRecorder>.fromOpaque(userdata!).takeUnretainedValue()
+    let copy = SessionCopy(session!.pointee)
+    recorder.headTracking.withLock { $0.append(.invalidate(copy, reason: reason.rawValue)) }
 }
 
 /// One `struct audiohub *` with its own loop thread, recording every callback.
@@ -248,6 +316,37 @@ final class TestHub: @unchecked Sendable {
     /// Waits until nothing is queued or in flight.
     func waitUntilIdle(timeout: Duration = .seconds(20)) async throws {
         try await waitUntil("\(id) idle", timeout: timeout) { stats.queued == 0 }
+    }
+
+    // MARK: Head tracking
+
+    /// Sets the head-tracking handler, whose calls `recorder.headTracking` records.
+    func recordHeadTracking() throws {
+        var handler = audiohub_head_tracking_handler(
+            activate: activateCallback, state_did_change: stateCallback, invalidate: invalidateCallback)
+        try Self.check(
+            audiohub_head_tracking_handler_set(handle, &handler, MemoryLayout<audiohub_head_tracking_handler>.size),
+            "handler")
+    }
+
+    /// Waits until the handler was called `count` times, and returns its calls.
+    func headTrackingCalls(count: Int, timeout: Duration = .seconds(20)) async throws -> [HeadTrackingCall] {
+        try await waitUntil("\(id): \(count) head-tracking calls", timeout: timeout) {
+            recorder.headTracking.withLock { $0.count >= count }
+        }
+        return recorder.headTracking.withLock { $0 }
+    }
+
+    /// The session in force for `accessory` (audiohub_head_tracking_get), or nil.
+    func session(_ accessory: String) -> SessionCopy? {
+        var view = audiohub_head_tracking_session()
+        return audiohub_head_tracking_get(handle, accessory, &view, MemoryLayout<audiohub_head_tracking_session>.size)
+            == AUDIOHUB_ERR_SUCCESS ? SessionCopy(view) : nil
+    }
+
+    /// audiohub_head_tracking_send of `data`.
+    func send(_ accessory: String, _ data: [UInt8]) -> audiohub_err {
+        data.withUnsafeBytes { audiohub_head_tracking_send(handle, accessory, $0.baseAddress, $0.count) }
     }
 }
 

@@ -12,7 +12,9 @@
  * - exactly one completion per request: it is sent again, with the same sequence and request id, until its result
  *   arrives; one request per accessory is in flight, the others wait behind it in a bounded queue;
  * - a cached view of each accessory, from which the bridge's rebirth requests are answered automatically;
- * - a retained HubStatus (online on each connection, offline by the MQTT will), and reconnection with backoff.
+ * - a retained HubStatus (online on each connection, offline by the MQTT will), and reconnection with backoff;
+ * - head tracking (iOS 27's AudioAccessoryHeadTracking): the sessions the bridge decides, fenced, told to a handler,
+ *   and the IMU frames the hub sends to each session's host (see "Head tracking" below).
  *
  * It follows libmosquitto's habits: an opaque handle, a `void *userdata` given to every callback, no globals, an
  * error enum returned by every call (audiohub_strerror), and a choice between the caller's event loop
@@ -53,7 +55,7 @@ extern "C" {
 #endif
 
 #define AUDIOHUB_VERSION_MAJOR 0
-#define AUDIOHUB_VERSION_MINOR 1
+#define AUDIOHUB_VERSION_MINOR 3
 #define AUDIOHUB_VERSION_REVISION 0
 
 /* The longest hub or accessory id: 1 to 64 characters of A-Z a-z 0-9 _ - */
@@ -62,6 +64,12 @@ extern "C" {
 #define AUDIOHUB_TEXT_MAX 256
 /* A Bluetooth address is 6 bytes, most significant first. */
 #define AUDIOHUB_ADDRESS_SIZE 6
+/* A head-tracking session's id is 16 bytes. */
+#define AUDIOHUB_SESSION_ID_SIZE 16
+/* A head-tracking frame is 1 to 70 bytes (AudioAccessoryHeadTracking.Session.sendDataToAudioExtension). */
+#define AUDIOHUB_FRAME_MAX 70
+/* The longest restoration id a session may carry, in bytes (the SDK ignores news with a longer one). */
+#define AUDIOHUB_RESTORATION_ID_MAX 255
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Errors                                                                                                        */
@@ -105,6 +113,11 @@ enum audiohub_err {
     AUDIOHUB_ERR_CANCELLED = 16,
     /* Completion status: AUDIOHUB_OPT_MAX_ATTEMPTS sends went unanswered. */
     AUDIOHUB_ERR_TIMEOUT = 17,
+    /* A head-tracking frame of 0 or more than AUDIOHUB_FRAME_MAX bytes (AudioAccessoryError.invalidDataSize). */
+    AUDIOHUB_ERR_INVALID_DATA_SIZE = 18,
+    /* No head-tracking session is active for the accessory, or head tracking is off on its host
+     * (AudioAccessoryError.notActivated). */
+    AUDIOHUB_ERR_NOT_ACTIVATED = 19,
 };
 
 /* A short English description of `err` ("unknown error" for a value outside the enum). Thread-safe. */
@@ -114,10 +127,17 @@ AUDIOHUB_EXPORT const char *audiohub_strerror(enum audiohub_err err);
 /* The AudioAccessoryKit model                                                                                   */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/* AccessoryControlDevice.Capabilities, as bits. */
+/* AccessoryControlDevice.Capabilities, as bits: capability n of the wire is bit n-1. */
 #define AUDIOHUB_CAP_AUDIO_SWITCHING (1u << 0)
 #define AUDIOHUB_CAP_PLACEMENT (1u << 1)
-#define AUDIOHUB_CAP_ALL (AUDIOHUB_CAP_AUDIO_SWITCHING | AUDIOHUB_CAP_PLACEMENT)
+/* iOS 27: the accessory supports audio spatialization; its configuration may name its spatial rendering extension
+ * (struct audiohub_spatial_extension). */
+#define AUDIOHUB_CAP_AUDIO_SPATIALIZATION (1u << 2)
+/* iOS 27: the accessory supports head tracking for audio spatialization: while it is worn and routed to a playing
+ * device, the bridge runs a head-tracking session with that device (see "Head tracking"). */
+#define AUDIOHUB_CAP_HEAD_TRACKING (1u << 3)
+/* The four above, as one number (Swift imports a macro of one operation at most). */
+#define AUDIOHUB_CAP_ALL 0xfu
 
 /* AccessoryControlDevice.Placement; NONE is nil (no placement). Values as on the wire. */
 enum audiohub_placement {
@@ -166,7 +186,20 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_address_parse(const char *text, struc
 /* Writes "12:34:56:78:9A:BC" (or "" for no address) into `out`, which holds 18 bytes. Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_address_format(const struct audiohub_address *address, char out[18]);
 
-/* AccessoryControlDevice.Configuration. */
+/* AudioToolbox's AudioComponentDescription, naming the accessory's spatial audio rendering extension
+ * (AccessoryControlDevice.Configuration.spatialExtensionDescription, iOS 27); only with
+ * AUDIOHUB_CAP_AUDIO_SPATIALIZATION registered (the bridge answers accessoryNotCapable otherwise). Apple's example:
+ * {0xaaf, 0xc0f, 0xb05e, 0, 0}. The calls that take one take its size too (pass sizeof *extension). */
+struct audiohub_spatial_extension {
+    uint32_t component_type;
+    uint32_t component_sub_type;
+    uint32_t component_manufacturer;
+    uint32_t component_flags;
+    uint32_t component_flags_mask;
+};
+
+/* AccessoryControlDevice.Configuration. Its spatial extension travels beside it (audiohub_update_spatial), so that
+ * this struct, which the others embed, keeps its size. */
 struct audiohub_configuration {
     unsigned capabilities; /* AUDIOHUB_CAP_* bits */
     enum audiohub_placement placement;
@@ -193,6 +226,9 @@ struct audiohub_state {
     enum audiohub_kit_error last_error; /* outcome of the request numbered last_sequence */
     const char *last_error_message;
     uint64_t epoch; /* the ownership epoch of the bridge that published it (0: a single bridge) */
+    /* Since 0.3 (the library gives this struct, so it grows at its end): the configuration's spatial extension. */
+    bool has_spatial_extension;
+    struct audiohub_spatial_extension spatial_extension;
 };
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -215,7 +251,8 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_new(const char *hub_id, void *userdat
 
 /* Stops the loop thread (if any) at once, closes the connection without a goodbye (the broker then publishes the
  * offline will; call audiohub_disconnect first for a graceful stop), completes every request still queued with
- * status AUDIOHUB_ERR_CANCELLED (their callbacks run inside this call, on this thread), and frees everything.
+ * status AUDIOHUB_ERR_CANCELLED (their callbacks run inside this call, on this thread), and frees everything (the
+ * head-tracking sessions in force end without a call of the handler).
  * NULL does nothing. Call it from no callback of this hub, and from one thread while no other uses the hub. */
 AUDIOHUB_EXPORT void audiohub_destroy(struct audiohub *hub);
 
@@ -298,9 +335,9 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_sequence_callbacks_set(struct audiohu
 /* Connects to `url` -- mqtt://host[:port] (1883) or mqtts://host[:port] (8883; set TLS first) -- with an optional
  * `username` and `password` (NULL for none), MQTT 5, clean start. Returns once the attempt is under way: the
  * connection is made by the loop, which keeps reconnecting with backoff (AUDIOHUB_OPT_RECONNECT_*) until
- * audiohub_disconnect. On each connection the hub subscribes to its response and rebirth topics, publishes its
- * retained HubStatus (online), and sends again every request still in flight; the MQTT will publishes the
- * retained HubStatus offline when the connection is lost. Thread-safe. */
+ * audiohub_disconnect. On each connection the hub subscribes to its response, rebirth and headtracking topics,
+ * publishes its retained HubStatus (online), and sends again every request still in flight; the MQTT will publishes
+ * the retained HubStatus offline when the connection is lost. Thread-safe. */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_connect(struct audiohub *hub, const char *url, const char *username,
                                                    const char *password);
 
@@ -420,10 +457,31 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_register(struct audiohub *hub, const 
                                                    unsigned capabilities, audiohub_completion_cb callback,
                                                    void *context);
 
-/* AccessoryControlDevice.update(_:) with a full configuration. */
+/* AccessoryControlDevice.update(_:) with a full configuration, without a spatial extension (a full update replaces
+ * the configuration: one registered before is cleared; see audiohub_update_spatial). */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_update(struct audiohub *hub, const char *accessory_id,
                                                  const struct audiohub_configuration *configuration,
                                                  audiohub_completion_cb callback, void *context);
+
+/* iOS 27's register(accessory, configuration): audiohub_register with the accessory's spatial rendering extension,
+ * `extension` of `extension_size` bytes (pass sizeof *extension; AUDIOHUB_ERR_INVAL below
+ * AUDIOHUB_SPATIAL_EXTENSION_MIN_SIZE). NULL: none, as audiohub_register. The bridge answers accessoryNotCapable when
+ * `capabilities` lacks AUDIOHUB_CAP_AUDIO_SPATIALIZATION. The cache keeps it for rebirths. */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_register_spatial(struct audiohub *hub, const char *accessory_id,
+                                                           unsigned capabilities,
+                                                           const struct audiohub_spatial_extension *extension,
+                                                           size_t extension_size, audiohub_completion_cb callback,
+                                                           void *context);
+
+/* audiohub_update with the configuration's spatial extension (NULL: none, as audiohub_update). */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_update_spatial(struct audiohub *hub, const char *accessory_id,
+                                                         const struct audiohub_configuration *configuration,
+                                                         const struct audiohub_spatial_extension *extension,
+                                                         size_t extension_size, audiohub_completion_cb callback,
+                                                         void *context);
+
+/* The size of struct audiohub_spatial_extension in 0.3, where it came: no caller has a smaller one. */
+#define AUDIOHUB_SPATIAL_EXTENSION_MIN_SIZE (5 * sizeof(uint32_t))
 
 /* An update of the placement alone (NONE clears it). */
 AUDIOHUB_EXPORT enum audiohub_err audiohub_placement(struct audiohub *hub, const char *accessory_id,
@@ -455,6 +513,9 @@ struct audiohub_accessory {
     uint64_t last_sequence;
     /* Requests in flight or waiting, those answering a rebirth included. */
     size_t queued;
+    /* Since 0.3: the spatial extension registered or last updated (cleared by a full update without one). */
+    bool has_spatial_extension;
+    struct audiohub_spatial_extension spatial_extension;
 };
 
 /* Copies the hub's view of `accessory_id` into `out`, of `size` bytes: pass sizeof *out. The struct only grows, at
@@ -488,6 +549,11 @@ struct audiohub_stats {
     uint64_t rebirth_requests; /* requests queued to answer them */
     uint64_t connections;    /* connections established */
     uint64_t queued;         /* requests held now, in flight or waiting */
+    /* Since 0.3: head tracking. */
+    uint64_t head_tracking_news;      /* session news taken (activated, state changed, invalidated) */
+    uint64_t head_tracking_stale;     /* news dropped as not newer than the last taken for its accessory */
+    uint64_t head_tracking_malformed; /* news dropped as unreadable (not protobuf, a field out of range, JSON) */
+    uint64_t frames_sent;             /* frames handed to libmosquitto */
 };
 
 /* Copies the counters into `out`, of `size` bytes: pass sizeof *out (as for audiohub_accessory_get). AUDIOHUB_ERR_INVAL
@@ -498,6 +564,97 @@ AUDIOHUB_EXPORT enum audiohub_err audiohub_stats_get(struct audiohub *hub, struc
  * no caller has a smaller one. */
 #define AUDIOHUB_ACCESSORY_MIN_SIZE (offsetof(struct audiohub_accessory, queued) + sizeof(size_t))
 #define AUDIOHUB_STATS_MIN_SIZE (offsetof(struct audiohub_stats, queued) + sizeof(uint64_t))
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Head tracking (iOS 27: AudioAccessoryHeadTracking)                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/*
+ * The bridge decides head-tracking sessions (its routing rule 13): an accessory registered with
+ * AUDIOHUB_CAP_HEAD_TRACKING that takes part in routing, is worn and is routed to a playing device has a session with
+ * that device, the host. The hub hears of it on its accessory's headtracking topic (subscribed on every connection):
+ * activated, the person's Head Tracking setting on the host changed, invalidated. Each piece of news carries its
+ * order, (epoch, sequence); the hub keeps the last per accessory and drops news that is not newer (an older owner's).
+ * An activation replaces the session the accessory had; an invalidation ends it. The SDK tells a handler (shaped like
+ * AudioAccessoryHeadTracking.Handler), keeps one session per accessory (audiohub_head_tracking_get), and sends the
+ * accessory's IMU frames to the host (audiohub_head_tracking_send) while the session is active and head tracking is on
+ * there: MQTT QoS 0, not retained, expiring after 1 s, on R/sources/{host}/frames/{hub}/{accessory}, numbered per
+ * session from 1 and stamped with the hub's wall clock in microseconds. The host renders only its current session's.
+ */
+
+/* Why a session was activated, changed or invalidated (HeadTrackingReason; values as on the wire). */
+enum audiohub_head_tracking_reason {
+    /* Invalidated by the hub itself: a newer activation replaced the session before its invalidation came. */
+    AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED = 0,
+    AUDIOHUB_HEAD_TRACKING_REASON_ROUTED = 1,             /* activated: worn and routed to the host */
+    AUDIOHUB_HEAD_TRACKING_REASON_ROUTE_MOVED = 2,        /* the route moved to another device, whose session follows */
+    AUDIOHUB_HEAD_TRACKING_REASON_TAKEN_OFF = 3,
+    AUDIOHUB_HEAD_TRACKING_REASON_UNROUTED = 4,           /* the route ended (paused, released) */
+    AUDIOHUB_HEAD_TRACKING_REASON_REGISTRATION_ENDED = 5, /* unpaired, re-paired, registered without head tracking */
+    AUDIOHUB_HEAD_TRACKING_REASON_INELIGIBLE = 6,         /* the hub offline past its grace, automatic switching off */
+    AUDIOHUB_HEAD_TRACKING_REASON_SWITCH_CHANGED = 7,     /* state changed: the person's setting on the host */
+    AUDIOHUB_HEAD_TRACKING_REASON_SHUTDOWN = 8,           /* the bridge shut down */
+};
+
+/* AudioAccessoryHeadTracking.Session, as the hub knows it. Given to the handler (valid during the callback) and
+ * copied by audiohub_head_tracking_get. It only grows, at its end. */
+struct audiohub_head_tracking_session {
+    char accessory_id[AUDIOHUB_ID_MAX + 1];
+    uint8_t session_id[AUDIOHUB_SESSION_ID_SIZE]; /* every frame of the session carries it */
+    struct audiohub_address host;                 /* the playing device whose renderer takes the frames */
+    bool is_head_tracking_active;                 /* the person's Head Tracking setting on the host */
+    char restoration_id[AUDIOHUB_RESTORATION_ID_MAX + 1]; /* stable for the accessory; "" when the host gave none */
+    uint64_t epoch;    /* the order of the last news taken about it */
+    uint64_t sequence;
+    uint64_t frames_sent; /* the sequence of its last frame (0: none yet) */
+};
+
+/* The size of struct audiohub_head_tracking_session in 0.3, where it came. */
+#define AUDIOHUB_HEAD_TRACKING_SESSION_MIN_SIZE                                                                       \
+    (offsetof(struct audiohub_head_tracking_session, frames_sent) + sizeof(uint64_t))
+
+/* AudioAccessoryHeadTracking.Handler. Each member may be NULL. They run on the loop's thread, never while the hub's
+ * mutex is held: they may call this library (audiohub_head_tracking_send, requests), but should not block the loop. */
+struct audiohub_head_tracking_handler {
+    /* activate(for:): a session is established with its host. Start sampling the IMU when
+     * session->is_head_tracking_active. */
+    void (*activate)(struct audiohub *hub, void *userdata, const struct audiohub_head_tracking_session *session);
+    /* headTrackingStateDidChange(isActive:): the person turned head tracking on or off on the host: start or stop
+     * sampling. `session` shows the new setting. */
+    void (*state_did_change)(struct audiohub *hub, void *userdata, const struct audiohub_head_tracking_session *session,
+                             bool is_active);
+    /* invalidate(): the session ended; nothing more may be sent in it. `session` is as it was. */
+    void (*invalidate)(struct audiohub *hub, void *userdata, const struct audiohub_head_tracking_session *session,
+                       enum audiohub_head_tracking_reason reason);
+};
+
+/* The size of struct audiohub_head_tracking_handler in 0.3, where it came. */
+#define AUDIOHUB_HEAD_TRACKING_HANDLER_MIN_SIZE                                                                       \
+    (offsetof(struct audiohub_head_tracking_handler, invalidate) + sizeof(void (*)(void)))
+
+/* Sets the head-tracking handler: `handler` of `size` bytes (pass sizeof *handler; members a newer library knows and
+ * the caller's header does not are taken as NULL), copied; NULL clears it. Sessions are kept and frames may be sent
+ * with or without a handler. AUDIOHUB_ERR_INVAL when `size` is below AUDIOHUB_HEAD_TRACKING_HANDLER_MIN_SIZE.
+ * Thread-safe. */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_head_tracking_handler_set(struct audiohub *hub,
+                                                                    const struct audiohub_head_tracking_handler *handler,
+                                                                    size_t size);
+
+/* Copies the session in force for `accessory_id` into `out`, of `size` bytes (pass sizeof *out; as
+ * audiohub_accessory_get). AUDIOHUB_ERR_NOT_ACTIVATED when it has none (never activated, or invalidated since);
+ * AUDIOHUB_ERR_INVAL when `size` is below AUDIOHUB_HEAD_TRACKING_SESSION_MIN_SIZE. Thread-safe. */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_head_tracking_get(struct audiohub *hub, const char *accessory_id,
+                                                            struct audiohub_head_tracking_session *out, size_t size);
+
+/* sendDataToAudioExtension(_:): sends one frame of IMU data, `length` bytes at `data` (copied), to the host of
+ * `accessory_id`'s session, numbered with the session's next sequence and stamped with CLOCK_REALTIME. Checked before
+ * anything is sent: AUDIOHUB_ERR_INVALID_DATA_SIZE for a length of 0 or above AUDIOHUB_FRAME_MAX;
+ * AUDIOHUB_ERR_NOT_ACTIVATED when the accessory has no session or head tracking is off on its host;
+ * AUDIOHUB_ERR_ACCESSORY_ID, AUDIOHUB_ERR_INVAL (NULL data). Then AUDIOHUB_ERR_NO_CONN while not connected (the frame
+ * is dropped: a late frame is worthless), AUDIOHUB_ERR_MOSQUITTO or AUDIOHUB_ERR_NOMEM when libmosquitto refused it;
+ * a frame not sent takes no sequence. Never blocks on the network: the loop writes it. Thread-safe. */
+AUDIOHUB_EXPORT enum audiohub_err audiohub_head_tracking_send(struct audiohub *hub, const char *accessory_id,
+                                                             const void *data, size_t length);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@ struct audiohub_internal_telemetry {
     const char *name;  /* pair; NULL for "" */
     const char *model; /* pair; NULL for "" */
     /* pair: hardware capabilities; register: capabilities; update: the configuration's capabilities. Wire values
-     * (1 audio switching, 2 placement), written in this order. */
+     * (1 audio switching, 2 placement, 3 audio spatialization, 4 head tracking), written in this order. */
     int capabilities[AUDIOHUB_INTERNAL_MAX_CAPABILITIES];
     size_t capabilities_count;
     enum audiohub_placement placement;   /* update, placement */

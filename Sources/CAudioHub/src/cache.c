@@ -31,10 +31,13 @@ void ah_apply_to_cache(struct accessory *a, const struct request *request)
         a->model = NULL;
         a->hardware_capabilities = 0;
         memset(&a->configuration, 0, sizeof a->configuration);
+        a->has_spatial_extension = false;
         break;
     case AUDIOHUB_OP_REGISTER:
         a->registered = true;
         a->configuration.capabilities = request->capabilities;
+        a->has_spatial_extension = request->has_spatial_extension;
+        a->spatial_extension = request->spatial_extension;
         if (!(request->capabilities & AUDIOHUB_CAP_PLACEMENT)) {
             a->configuration.placement = AUDIOHUB_PLACEMENT_NONE;
         }
@@ -44,6 +47,8 @@ void ah_apply_to_cache(struct accessory *a, const struct request *request)
         a->configuration.placement = request->placement;
         a->configuration.primary = request->primary;
         a->configuration.secondary = request->secondary;
+        a->has_spatial_extension = request->has_spatial_extension;
+        a->spatial_extension = request->spatial_extension;
         break;
     case AUDIOHUB_OP_PLACEMENT:
         a->configuration.placement = request->placement;
@@ -75,11 +80,13 @@ void ah_adopt_state(struct audiohub *hub, struct accessory *a, const struct audi
     a->registered = state->registration == AUDIOHUB_REGISTRATION_REGISTERED;
     a->hardware_capabilities = state->hardware_capabilities;
     a->configuration = state->configuration;
+    a->has_spatial_extension = state->has_spatial_extension;
+    a->spatial_extension = state->spatial_extension;
 }
 
 /* Copies `full` (the library's struct, `full_size` bytes) into the caller's `out` of `size` bytes: the fields both
  * know, then zeros for those only the caller's header has. */
-static void copy_sized(void *out, size_t size, const void *full, size_t full_size)
+void ah_copy_sized(void *out, size_t size, const void *full, size_t full_size)
 {
     memcpy(out, full, size < full_size ? size : full_size);
     if (size > full_size) {
@@ -111,11 +118,13 @@ enum audiohub_err audiohub_accessory_get(struct audiohub *hub, const char *acces
         view.configuration = a->configuration;
         view.last_sequence = a->sequence_known ? a->last_sequence : 0;
         view.queued = a->queued;
+        view.has_spatial_extension = a->has_spatial_extension;
+        view.spatial_extension = a->spatial_extension;
         rc = AUDIOHUB_ERR_SUCCESS;
     }
     unlock(hub);
     if (rc == AUDIOHUB_ERR_SUCCESS) {
-        copy_sized(out, size, &view, sizeof view);
+        ah_copy_sized(out, size, &view, sizeof view);
     }
     return rc;
 }
@@ -128,6 +137,6 @@ enum audiohub_err audiohub_stats_get(struct audiohub *hub, struct audiohub_stats
     lock(hub);
     struct audiohub_stats stats = hub->stats;
     unlock(hub);
-    copy_sized(out, size, &stats, sizeof stats);
+    ah_copy_sized(out, size, &stats, sizeof stats);
     return AUDIOHUB_ERR_SUCCESS;
 }

@@ -31,10 +31,13 @@ void ah_on_message(struct mosquitto *mosq, void *userdata, const struct mosquitt
 {
     (void)mosq;
     struct audiohub *hub = userdata;
+    char accessory_id[AUDIOHUB_ID_MAX + 1];
     if (strcmp(message->topic, hub->response_topic) == 0) {
         ah_handle_result(hub, message, properties);
     } else if (strcmp(message->topic, hub->rebirth_topic) == 0) {
         ah_handle_rebirth(hub, message);
+    } else if (ah_is_head_tracking_topic(hub, message->topic, accessory_id)) {
+        ah_handle_head_tracking(hub, message, properties, accessory_id);
     }
 }
 
@@ -86,8 +89,8 @@ void ah_on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, co
         /* Refused: libmosquitto closes the connection next, and ah_on_disconnect schedules the next attempt. */
         callback = hub->on_connect;
     } else if (hub->connection == CONN_CONNECTING) {
-        char *topics[2] = {hub->response_topic, hub->rebirth_topic};
-        int subscribed = mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, 2, topics, 1, 0, NULL);
+        char *topics[3] = {hub->response_topic, hub->rebirth_topic, hub->head_tracking_filter};
+        int subscribed = mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, 3, topics, 1, 0, NULL);
         if (subscribed == MOSQ_ERR_SUCCESS) {
             hub->connection = CONN_SUBSCRIBING;
             publish_status(hub, true, NULL);

@@ -24,6 +24,8 @@ bool ah_fill_rebirth(struct request *pair)
     update->placement = a->configuration.placement;
     update->primary = a->configuration.primary;
     update->secondary = a->configuration.secondary;
+    registration->has_spatial_extension = update->has_spatial_extension = a->has_spatial_extension;
+    registration->spatial_extension = update->spatial_extension = a->spatial_extension;
     return true;
 }
 

@@ -91,6 +91,8 @@ static void set_topics(struct audiohub *hub, const char *token)
              hub->hub_id, token);
     snprintf(hub->rebirth_topic, sizeof hub->rebirth_topic, "%s/hubs/%s/rebirth", hub->hub_root, hub->hub_id);
     snprintf(hub->status_topic, sizeof hub->status_topic, "%s/hubs/%s/status", hub->hub_root, hub->hub_id);
+    snprintf(hub->head_tracking_filter, sizeof hub->head_tracking_filter, "%s/hubs/%s/accessories/+/headtracking",
+             hub->hub_root, hub->hub_id);
 }
 
 /* Builds the topics again after the root or the slots changed (mutex held). */
@@ -168,11 +170,11 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
         /* Requests may come from any thread: let the loop do all the writing (woken through its socket pair). */
         rc = mosquitto_threaded_set(hub->mosq, true);
     }
-    if (rc != MOSQ_ERR_SUCCESS) {
+    if (rc != MOSQ_ERR_SUCCESS || !ah_make_frame_properties(hub)) {
         mosquitto_destroy(hub->mosq);
         pthread_mutex_destroy(&hub->mutex);
         free(hub);
-        return AUDIOHUB_ERR_MOSQUITTO;
+        return rc != MOSQ_ERR_SUCCESS ? AUDIOHUB_ERR_MOSQUITTO : AUDIOHUB_ERR_NOMEM;
     }
     mosquitto_connect_v5_callback_set(hub->mosq, ah_on_connect);
     mosquitto_disconnect_v5_callback_set(hub->mosq, ah_on_disconnect);
@@ -203,6 +205,7 @@ void audiohub_destroy(struct audiohub *hub)
             ah_detach_head(hub, request);
             ah_complete(hub, request, NULL, AUDIOHUB_ERR_CANCELLED);
         }
+        ah_session_end(a);
         free(a->name);
         free(a->model);
         free(a);
@@ -213,6 +216,7 @@ void audiohub_destroy(struct audiohub *hub)
     free(hub->ca_file);
     free(hub->cert_file);
     free(hub->key_file);
+    mosquitto_property_free_all(&hub->frame_properties);
     pthread_mutex_destroy(&hub->mutex);
     free(hub);
 }

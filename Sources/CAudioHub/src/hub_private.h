@@ -10,6 +10,9 @@
  *   send.c            the request at the head of a queue numbered, packed and published;
  *   handle_result.c   a RequestResult: the request it answers;
  *   handle_rebirth.c  a RebirthRequest: the accessory sent again from the cache;
+ *   handle_head_tracking.c  a HeadTrackingSession: the news fenced, the accessory's session replaced or ended, the
+ *                     handler told;
+ *   head_tracking.c   the head-tracking handler, the session query and the frames (audiohub_head_tracking_*);
  *   cache.c           what succeeded, per accessory (audiohub_accessory_get), and the counters (audiohub_stats_get);
  * built on:
  *   wire.c       the messages, packed and unpacked with protobuf-c (and audiohub_internal.h, for the tests);
@@ -53,6 +56,25 @@ struct ah_decoded_result {
  * not one, AUDIOHUB_ERR_NOMEM. */
 enum audiohub_err ah_decode_result(const uint8_t *data, size_t length, struct ah_decoded_result *out);
 void ah_decoded_result_free(struct ah_decoded_result *result);
+
+/* A HeadTrackingSession as the hub takes it (ah_decode_head_tracking): its event, its session's view, and why. */
+enum ah_head_tracking_event { AH_HT_ACTIVATED = 1, AH_HT_STATE_CHANGED = 2, AH_HT_INVALIDATED = 3 };
+struct ah_head_tracking_news {
+    enum ah_head_tracking_event event;
+    enum audiohub_head_tracking_reason reason;
+    char hub_id[AUDIOHUB_ID_MAX + 1]; /* "" when the bridge named none */
+    struct audiohub_head_tracking_session session; /* accessory id "" when the message named none */
+};
+
+/* Unpacks a HeadTrackingSession into `out`. AUDIOHUB_ERR_INVAL for bytes that are not one, or fields out of range: an
+ * accessory or hub id that is not one, a session id not 16 bytes, a host not 6 bytes, an unknown event, a restoration
+ * id over AUDIOHUB_RESTORATION_ID_MAX bytes. An unknown reason is read as UNSPECIFIED. */
+enum audiohub_err ah_decode_head_tracking(const uint8_t *data, size_t length, struct ah_head_tracking_news *out);
+
+/* A HeadTrackingFrame, packed into `out` (room for AH_FRAME_PAYLOAD_MAX bytes); returns its length. */
+#define AH_FRAME_PAYLOAD_MAX (AUDIOHUB_SESSION_ID_SIZE + AUDIOHUB_FRAME_MAX + 40)
+size_t ah_pack_frame(const uint8_t session_id[AUDIOHUB_SESSION_ID_SIZE], uint64_t sequence, int64_t sent_at_unix_us,
+                     const void *data, size_t length, uint8_t *out);
 
 /* Unpacks a RebirthRequest: its accessory id (copied into `accessory_id`, which holds AUDIOHUB_ID_MAX + 1 bytes)
  * and sequences. AUDIOHUB_ERR_INVAL for bytes that are not one or an invalid accessory id. */
@@ -138,6 +160,12 @@ enum connection {
 
 struct accessory;
 
+/* An accessory's head-tracking session in force (head_tracking.c): its view, and the topic its frames go to. */
+struct ah_session {
+    struct audiohub_head_tracking_session view;
+    char frame_topic[TOPIC_MAX];
+};
+
 /* One request. The head of its accessory's queue is in flight once started (sequence != 0). */
 struct request {
     struct ah_timer timer; /* first: the deadline heap's handle (once started: when to send again) */
@@ -154,6 +182,8 @@ struct request {
     enum audiohub_placement placement;
     struct audiohub_address primary;
     struct audiohub_address secondary;
+    bool has_spatial_extension; /* register, update */
+    struct audiohub_spatial_extension spatial_extension;
 
     /* Once started: */
     uint64_t sequence;
@@ -173,6 +203,13 @@ struct accessory {
     char *model;
     unsigned hardware_capabilities;
     struct audiohub_configuration configuration;
+    bool has_spatial_extension;
+    struct audiohub_spatial_extension spatial_extension;
+    /* Head tracking: the order of the last session news taken (ht_known: some was), and the session in force. */
+    bool ht_known;
+    uint64_t ht_epoch;
+    uint64_t ht_sequence;
+    struct ah_session *session;
     /* Sequences: the last one used, once known. */
     bool sequence_known;
     uint64_t last_sequence;
@@ -196,6 +233,7 @@ struct audiohub {
     char response_topic[TOPIC_MAX];
     char rebirth_topic[TOPIC_MAX];
     char status_topic[TOPIC_MAX];
+    char head_tracking_filter[TOPIC_MAX]; /* {hub root}/hubs/{hub}/accessories/+/headtracking */
 
     /* Options. */
     long timeout_ms;
@@ -227,6 +265,9 @@ struct audiohub {
     audiohub_rebirth_cb on_rebirth;
     audiohub_sequence_load_cb load_sequence;
     audiohub_sequence_save_cb save_sequence;
+    struct audiohub_head_tracking_handler head_tracking;
+    /* What every frame carries: its content type and a message expiry of 1 s (libmosquitto copies them). */
+    mosquitto_property *frame_properties;
 
     /* Accessories by id. */
     struct ah_table accessories;
@@ -322,11 +363,30 @@ void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *mes
 /* Fills the requests of a rebirth from the cache when its pair starts; false when the cache cannot answer. */
 bool ah_fill_rebirth(struct request *pair);
 
+/* ---- handle_head_tracking.c ---- */
+
+/* Whether `topic` is one of the hub's headtracking topics; its accessory id then goes into `accessory_id`. */
+bool ah_is_head_tracking_topic(const struct audiohub *hub, const char *topic, char accessory_id[AUDIOHUB_ID_MAX + 1]);
+/* A message on an accessory's headtracking topic (mutex not held). */
+void ah_handle_head_tracking(struct audiohub *hub, const struct mosquitto_message *message,
+                             const mosquitto_property *properties, const char *accessory_id);
+
+/* ---- head_tracking.c ---- */
+
+/* The properties of every frame; false when out of memory. */
+bool ah_make_frame_properties(struct audiohub *hub);
+/* Makes `view` the session in force of `a` (replacing any), with its frames' topic; false when out of memory. */
+bool ah_session_start(struct audiohub *hub, struct accessory *a, const struct audiohub_head_tracking_session *view);
+/* Ends the session in force of `a`, if any. */
+void ah_session_end(struct accessory *a);
+
 /* ---- cache.c ---- */
 
 /* What a successful request changes in the cache. */
 void ah_apply_to_cache(struct accessory *a, const struct request *request);
 /* The bridge's view of an accessory the hub does not know as paired (a restarted hub), from a result's state. */
 void ah_adopt_state(struct audiohub *hub, struct accessory *a, const struct audiohub_state *state);
+/* Copies the library's struct `full` into the caller's `out` of `size` bytes: what both know, zeros after. */
+void ah_copy_sized(void *out, size_t size, const void *full, size_t full_size);
 
 #endif /* AUDIOHUB_PRIVATE_H */

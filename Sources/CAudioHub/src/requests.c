@@ -1,6 +1,7 @@
 /*
  * The caller's requests (audiohub_pair, audiohub_unpair, audiohub_register, audiohub_update, audiohub_placement,
- * audiohub_sources): checked as the bridge would check them, then queued behind the accessory's others.
+ * audiohub_sources, and with a spatial extension audiohub_register_spatial, audiohub_update_spatial): checked as the
+ * bridge would check them, then queued behind the accessory's others.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -113,8 +114,26 @@ enum audiohub_err audiohub_unpair(struct audiohub *hub, const char *accessory_id
     return submit(hub, accessory_id, request, callback, context);
 }
 
-enum audiohub_err audiohub_register(struct audiohub *hub, const char *accessory_id, unsigned capabilities,
-                                    audiohub_completion_cb callback, void *context)
+/* The caller's spatial extension (NULL: none) into `request`; AUDIOHUB_ERR_INVAL for a size below the first one's. */
+static enum audiohub_err copy_spatial_extension(struct request *request,
+                                                const struct audiohub_spatial_extension *extension, size_t size)
+{
+    if (extension == NULL) {
+        return AUDIOHUB_ERR_SUCCESS;
+    }
+    if (size < AUDIOHUB_SPATIAL_EXTENSION_MIN_SIZE) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    memset(&request->spatial_extension, 0, sizeof request->spatial_extension);
+    memcpy(&request->spatial_extension, extension,
+           size < sizeof request->spatial_extension ? size : sizeof request->spatial_extension);
+    request->has_spatial_extension = true;
+    return AUDIOHUB_ERR_SUCCESS;
+}
+
+enum audiohub_err audiohub_register_spatial(struct audiohub *hub, const char *accessory_id, unsigned capabilities,
+                                            const struct audiohub_spatial_extension *extension, size_t extension_size,
+                                            audiohub_completion_cb callback, void *context)
 {
     enum audiohub_err rc = check_common(hub, accessory_id);
     if (rc != AUDIOHUB_ERR_SUCCESS) {
@@ -127,19 +146,39 @@ enum audiohub_err audiohub_register(struct audiohub *hub, const char *accessory_
     if (request == NULL) {
         return AUDIOHUB_ERR_NOMEM;
     }
+    rc = copy_spatial_extension(request, extension, extension_size);
+    if (rc != AUDIOHUB_ERR_SUCCESS) {
+        ah_free_request(request);
+        return rc;
+    }
     request->capabilities = capabilities;
     return submit(hub, accessory_id, request, callback, context);
+}
+
+enum audiohub_err audiohub_register(struct audiohub *hub, const char *accessory_id, unsigned capabilities,
+                                    audiohub_completion_cb callback, void *context)
+{
+    return audiohub_register_spatial(hub, accessory_id, capabilities, NULL, 0, callback, context);
 }
 
 enum audiohub_err audiohub_update(struct audiohub *hub, const char *accessory_id,
                                   const struct audiohub_configuration *configuration,
                                   audiohub_completion_cb callback, void *context)
 {
+    return audiohub_update_spatial(hub, accessory_id, configuration, NULL, 0, callback, context);
+}
+
+enum audiohub_err audiohub_update_spatial(struct audiohub *hub, const char *accessory_id,
+                                          const struct audiohub_configuration *configuration,
+                                          const struct audiohub_spatial_extension *extension, size_t extension_size,
+                                          audiohub_completion_cb callback, void *context)
+{
     enum audiohub_err rc = check_common(hub, accessory_id);
     if (rc != AUDIOHUB_ERR_SUCCESS) {
         return rc;
     }
-    if (configuration == NULL || !valid_placement(configuration->placement)) {
+    if (configuration == NULL || !valid_placement(configuration->placement) ||
+        (extension != NULL && extension_size < AUDIOHUB_SPATIAL_EXTENSION_MIN_SIZE)) {
         return AUDIOHUB_ERR_INVAL;
     }
     if (configuration->capabilities & ~AUDIOHUB_CAP_ALL) {
@@ -156,6 +195,7 @@ enum audiohub_err audiohub_update(struct audiohub *hub, const char *accessory_id
     request->capabilities = configuration->capabilities;
     request->placement = configuration->placement;
     copy_sources(request, &configuration->primary, &configuration->secondary);
+    copy_spatial_extension(request, extension, extension_size); /* its size was checked above */
     return submit(hub, accessory_id, request, callback, context);
 }
 

@@ -104,6 +104,13 @@ bool ah_number_request(struct audiohub *hub, struct request *request)
     telemetry.placement = request->placement;
     telemetry.primary = request->primary;
     telemetry.secondary = request->secondary;
+    telemetry.has_spatial_extension = request->has_spatial_extension;
+    const struct audiohub_spatial_extension *spatial = &request->spatial_extension;
+    telemetry.spatial_extension[0] = spatial->component_type;
+    telemetry.spatial_extension[1] = spatial->component_sub_type;
+    telemetry.spatial_extension[2] = spatial->component_manufacturer;
+    telemetry.spatial_extension[3] = spatial->component_flags;
+    telemetry.spatial_extension[4] = spatial->component_flags_mask;
 
     uint8_t buffer[PAYLOAD_MAX];
     size_t length = audiohub_internal_pack_telemetry(&telemetry, buffer, sizeof buffer);

@@ -1,6 +1,7 @@
 /*
  * The SDK's half of the wire contract: ids, addresses, error texts, and the protobuf-c messages it packs
- * (AccessoryTelemetry, HubStatus) and unpacks (RequestResult, AccessoryState, RebirthRequest).
+ * (AccessoryTelemetry, HubStatus, HeadTrackingFrame) and unpacks (RequestResult, AccessoryState, RebirthRequest,
+ * HeadTrackingSession).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -8,6 +9,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "audioaccessory/v1/headtracking.pb-c.h"
 #include "audioaccessory/v1/state.pb-c.h"
 #include "audioaccessory/v1/status.pb-c.h"
 #include "audioaccessory/v1/telemetry.pb-c.h"
@@ -45,6 +47,11 @@ const char *audiohub_strerror(enum audiohub_err err)
     case AUDIOHUB_ERR_NOT_FOUND: return "accessory not known to the hub";
     case AUDIOHUB_ERR_CANCELLED: return "cancelled: the hub was destroyed before the result arrived";
     case AUDIOHUB_ERR_TIMEOUT: return "timed out: no result after the maximum number of attempts";
+    case AUDIOHUB_ERR_INVALID_DATA_SIZE:
+        return "invalid data size: a head-tracking frame is 1 to 70 bytes (AudioAccessoryError.invalidDataSize)";
+    case AUDIOHUB_ERR_NOT_ACTIVATED:
+        return "not activated: no head-tracking session is active for the accessory, or head tracking is off on its "
+               "host (AudioAccessoryError.notActivated)";
     }
     return "unknown error";
 }
@@ -160,6 +167,13 @@ int64_t ah_monotonic_ms(void)
 /* Packing                                                                                                       */
 /* ------------------------------------------------------------------------------------------------------------ */
 
+/* AUDIOHUB_CAP_ALL is written as a number: it must be every capability bit. */
+typedef char ah_capabilities_all_check[AUDIOHUB_CAP_ALL == (AUDIOHUB_CAP_AUDIO_SWITCHING | AUDIOHUB_CAP_PLACEMENT |
+                                                            AUDIOHUB_CAP_AUDIO_SPATIALIZATION |
+                                                            AUDIOHUB_CAP_HEAD_TRACKING)
+                                           ? 1
+                                           : -1];
+
 size_t audiohub_internal_capability_values(unsigned capabilities, int *out)
 {
     size_t count = 0;
@@ -168,6 +182,12 @@ size_t audiohub_internal_capability_values(unsigned capabilities, int *out)
     }
     if (capabilities & AUDIOHUB_CAP_PLACEMENT) {
         out[count++] = AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT;
+    }
+    if (capabilities & AUDIOHUB_CAP_AUDIO_SPATIALIZATION) {
+        out[count++] = AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SPATIALIZATION;
+    }
+    if (capabilities & AUDIOHUB_CAP_HEAD_TRACKING) {
+        out[count++] = AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING;
     }
     return count;
 }
@@ -287,12 +307,11 @@ static unsigned capability_bits(size_t count, const Audioaccessory__V1__Capabili
 {
     unsigned bits = 0;
     for (size_t i = 0; i < count; i++) {
-        if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING) {
-            bits |= AUDIOHUB_CAP_AUDIO_SWITCHING;
-        } else if (values[i] == AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_PLACEMENT) {
-            bits |= AUDIOHUB_CAP_PLACEMENT;
+        /* Capability n is bit n-1; one of a newer schema has no bit here: ignored. */
+        if (values[i] >= AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_AUDIO_SWITCHING &&
+            values[i] <= AUDIOACCESSORY__V1__CAPABILITY__CAPABILITY_HEAD_TRACKING) {
+            bits |= 1u << (values[i] - 1);
         }
-        /* A capability of a newer schema has no bit here: ignored. */
     }
     return bits;
 }
@@ -349,6 +368,13 @@ static void state_view(const Audioaccessory__V1__AccessoryState *state, struct a
                                             : AUDIOHUB_PLACEMENT_NONE;
         view->configuration.primary = address_view(configuration->primary_audio_source_device_identifier);
         view->configuration.secondary = address_view(configuration->secondary_audio_source_device_identifier);
+        const Audioaccessory__V1__AudioComponentDescription *spatial = configuration->spatial_extension_description;
+        if (spatial != NULL) {
+            view->has_spatial_extension = true;
+            view->spatial_extension = (struct audiohub_spatial_extension){
+                spatial->component_type, spatial->component_sub_type, spatial->component_manufacturer,
+                spatial->component_flags, spatial->component_flags_mask};
+        }
     }
     view->routed_source = address_view(state->routed_source);
     view->last_sequence = state->last_sequence;
@@ -408,6 +434,55 @@ enum audiohub_err ah_decode_rebirth(const uint8_t *data, size_t length, char *ac
     }
     audioaccessory__v1__rebirth_request__free_unpacked(rebirth, NULL);
     return rc;
+}
+
+enum audiohub_err ah_decode_head_tracking(const uint8_t *data, size_t length, struct ah_head_tracking_news *out)
+{
+    memset(out, 0, sizeof *out);
+    Audioaccessory__V1__HeadTrackingSession *news =
+        audioaccessory__v1__head_tracking_session__unpack(NULL, length, data);
+    if (news == NULL) {
+        return AUDIOHUB_ERR_INVAL;
+    }
+    bool ok = (news->accessory_id[0] == '\0' || ah_valid_id(news->accessory_id)) &&
+              (news->hub_id[0] == '\0' || ah_valid_id(news->hub_id)) &&
+              news->session_id.len == AUDIOHUB_SESSION_ID_SIZE && news->host.len == AUDIOHUB_ADDRESS_SIZE &&
+              strlen(news->restoration_id) <= AUDIOHUB_RESTORATION_ID_MAX &&
+              news->event >= AUDIOACCESSORY__V1__HEAD_TRACKING_EVENT__HEAD_TRACKING_EVENT_ACTIVATED &&
+              news->event <= AUDIOACCESSORY__V1__HEAD_TRACKING_EVENT__HEAD_TRACKING_EVENT_INVALIDATED;
+    if (ok) {
+        out->event = (enum ah_head_tracking_event)news->event;
+        out->reason = news->reason >= AUDIOACCESSORY__V1__HEAD_TRACKING_REASON__HEAD_TRACKING_REASON_ROUTED &&
+                              news->reason <= AUDIOACCESSORY__V1__HEAD_TRACKING_REASON__HEAD_TRACKING_REASON_SHUTDOWN
+                          ? (enum audiohub_head_tracking_reason)news->reason
+                          : AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED;
+        strcpy(out->hub_id, news->hub_id);
+        struct audiohub_head_tracking_session *view = &out->session;
+        strcpy(view->accessory_id, news->accessory_id);
+        memcpy(view->session_id, news->session_id.data, AUDIOHUB_SESSION_ID_SIZE);
+        view->host.length = AUDIOHUB_ADDRESS_SIZE;
+        memcpy(view->host.bytes, news->host.data, AUDIOHUB_ADDRESS_SIZE);
+        view->is_head_tracking_active = news->head_tracking_active != 0;
+        strcpy(view->restoration_id, news->restoration_id);
+        view->epoch = news->epoch;
+        view->sequence = news->sequence;
+    }
+    audioaccessory__v1__head_tracking_session__free_unpacked(news, NULL);
+    return ok ? AUDIOHUB_ERR_SUCCESS : AUDIOHUB_ERR_INVAL;
+}
+
+size_t ah_pack_frame(const uint8_t session_id[AUDIOHUB_SESSION_ID_SIZE], uint64_t sequence, int64_t sent_at_unix_us,
+                     const void *data, size_t length, uint8_t *out)
+{
+    Audioaccessory__V1__HeadTrackingFrame frame = AUDIOACCESSORY__V1__HEAD_TRACKING_FRAME__INIT;
+    frame.session_id.len = AUDIOHUB_SESSION_ID_SIZE;
+    frame.session_id.data = (uint8_t *)session_id;
+    frame.sequence = sequence;
+    frame.sent_at_unix_us = sent_at_unix_us;
+    frame.data.len = length;
+    frame.data.data = (uint8_t *)data;
+    /* At most 2 + 16, 11, 11 and 2 + 70 bytes: within AH_FRAME_PAYLOAD_MAX. */
+    return audioaccessory__v1__head_tracking_frame__pack(&frame, out);
 }
 
 enum audiohub_err audiohub_internal_decode_result(const uint8_t *data, size_t length, void *context,
