@@ -45,7 +45,6 @@ declare -A pid_of
 trap 'kill -9 ${pids[*]:-} 2>/dev/null || true; kill $broker_pid $etcd_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/conf/deploy/mosquitto"
 cp deploy/mosquitto/dev.conf "$work/conf/deploy/mosquitto/dev.conf"
-printf 'set_tcp_nodelay true\n' >>"$work/conf/deploy/mosquitto/dev.conf"
 (cd "$work/conf" && start_broker 18940 "$work" "$work/broker.log" && echo "$port $broker_pid" >"$work/broker")
 read -r port broker_pid <"$work/broker"
 start_etcd 23940 "$work"

@@ -3,10 +3,10 @@
 # result, a retained state and a command, nothing else), interleaved A B A B for ROUNDS rounds on ONE mosquitto
 # (deploy/mosquitto/dev.conf on a free loopback port).
 #
-# The broker runs deploy/mosquitto/dev.conf plus `set_tcp_nodelay true`, as deploy/mosquitto/mosquitto.conf has:
+# The broker runs deploy/mosquitto/dev.conf, which has `set_tcp_nodelay true` as deploy/mosquitto/mosquitto.conf has:
 # without it, Nagle's algorithm in mosquitto holds small packets until the previous one is acknowledged, and latency
 # at moderate rates is mostly the peers' 40 ms delayed ACKs (p50 30 ms at 100 reports/s, against 0.4 ms).
-# NODELAY=0 runs dev.conf as it is.
+# NODELAY=0 runs it without that line.
 #
 # Each round, each side runs as a fresh process under its own topic root and client id (so that no retained state,
 # session or subscription of an earlier run meets it), and Benchmarks/LoadGen (1 hub, ACCESSORIES accessories, at
@@ -46,12 +46,11 @@ work=$(mktemp -d)
 server=
 broker_pid=
 trap 'kill $server $broker_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-# start_broker reads deploy/mosquitto/dev.conf from the current folder: give it one with the line added.
+# start_broker reads deploy/mosquitto/dev.conf from the current folder: give it one (without nodelay for NODELAY=0).
 mkdir -p "$work/conf/deploy/mosquitto"
 cp deploy/mosquitto/dev.conf "$work/conf/deploy/mosquitto/dev.conf"
-if [ "${NODELAY:-1}" = 1 ]; then
-    printf '# bench-e2e: small packets leave at once (as in deploy/mosquitto/mosquitto.conf)\nset_tcp_nodelay true\n' \
-        >>"$work/conf/deploy/mosquitto/dev.conf"
+if [ "${NODELAY:-1}" != 1 ]; then
+    sed -i '/^set_tcp_nodelay/d' "$work/conf/deploy/mosquitto/dev.conf"
 fi
 cd "$work/conf"
 start_broker 18840 "$work" "$work/broker.log"

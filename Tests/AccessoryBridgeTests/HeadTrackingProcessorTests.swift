@@ -54,7 +54,7 @@ import Testing
         try streaming()
         let published = recorder.take()
         let news = try news(published)
-        #expect(news.map(\.0) == [Self.hubTopic, Self.hostTopic])
+        #expect(news.map(\.0) == [Self.hostTopic, Self.hubTopic], "the host hears first")
         #expect(news.allSatisfy { $0.1.kind == .activated && $0.1.session.host == Self.phone })
         #expect(published.filter { $0.topic.hasSuffix("/headtracking") }.allSatisfy { !$0.retain && $0.qos == .atLeastOnce })
         let state = try #require(published.last { $0.topic == "audio/accessories/headphones/state" })

@@ -69,15 +69,16 @@ struct Outbox: Sendable {
         return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
     }
 
-    /// Tells the accessory's hub what became of its head-tracking session (rule 13), and the session's host: the
-    /// same message on both topics, QoS 1, not retained. Says whether both could be queued.
+    /// Tells the session's host and the accessory's hub what became of its head-tracking session (rule 13): the same
+    /// message on both topics, QoS 1, not retained, the host's first, so that a host hears of a session before the
+    /// hub can send it a frame. Says whether both could be queued.
     func publishHeadTracking(_ event: HeadTrackingEvent, hub: HubID) -> Bool {
         metrics.headTracking[event.kind]?.increment()
         let bytes = codec.encode(event, hub: hub, as: defaultFormat)
+        let toHost = send(Topic.hostHeadTracking(host: event.session.host), bytes, format: defaultFormat, retain: false)
         let toHub = send(Topic.headTracking(hub: hub, accessory: event.session.accessory), bytes, format: defaultFormat,
             retain: false)
-        let toHost = send(Topic.hostHeadTracking(host: event.session.host), bytes, format: defaultFormat, retain: false)
-        return toHub && toHost
+        return toHost && toHub
     }
 
     /// Publishes plain JSON (or text, or an empty payload) for home automation, QoS 1.
