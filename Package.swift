@@ -213,7 +213,7 @@ let package = Package(
             name: "ClusterIntegrationTests",
             dependencies: [
                 "Cluster", "TestSupport", "AccessoryControl", "AccessoryModel", "AccessoryWire", "Etcd", "MQTTClient",
-                .product(name: "Logging", package: "swift-log"),
+                "HeadTrackingFixtures", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -249,7 +249,7 @@ let package = Package(
             name: "BridgeIntegrationTests",
             dependencies: [
                 "AccessoryBridge", "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient", "TestSupport",
-                .product(name: "Logging", package: "swift-log"),
+                "HeadTrackingFixtures", .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -261,6 +261,12 @@ let package = Package(
             name: "TestSupport",
             dependencies: [.product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport"
+        ),
+        // What the head-tracking suites share: a hub's handlers' calls, a host's frames and news, collected.
+        .target(
+            name: "HeadTrackingFixtures",
+            dependencies: ["AccessoryControl", "TestSupport"],
+            path: "Tests/HeadTrackingFixtures"
         ),
         // C helpers for the cross-language tests: builds each message with protobuf-c, and renders
         // protobuf-c's decoding as canonical JSON.

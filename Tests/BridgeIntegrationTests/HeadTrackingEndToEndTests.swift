@@ -3,6 +3,7 @@ import AccessoryControl
 import AccessoryModel
 import AccessoryWire
 import Foundation
+import HeadTrackingFixtures
 import Logging
 import MQTTClient
 import Synchronization
@@ -309,118 +310,5 @@ import Darwin
         headTracking.invalidate()
         await hub.stop()
         try await bridge.stop()
-    }
-}
-
-// MARK: - Fixtures
-
-/// What a hub's head-tracking handlers hear, in order, and the sessions they are given.
-final class SessionLog: Sendable {
-    enum Call: Hashable, Sendable {
-        case activate(UUID, active: Bool)
-        case stateChanged(Bool)
-        case invalidate(UUID)
-    }
-
-    private let state = Mutex<(calls: [Call], sessions: [AudioAccessoryHeadTracking.Session])>(([], []))
-
-    var calls: [Call] { state.withLock { $0.calls } }
-
-    /// One session's handler.
-    final class Handler: AudioAccessoryHeadTracking.Handler {
-        let log: SessionLog
-        private let session = Mutex<UUID?>(nil)
-
-        init(log: SessionLog) {
-            self.log = log
-        }
-
-        func activate(for session: AudioAccessoryHeadTracking.Session) {
-            self.session.withLock { $0 = session.sessionID }
-            log.state.withLock { state in
-                state.calls.append(.activate(session.sessionID, active: session.isHeadTrackingActive))
-                state.sessions.append(session)
-            }
-        }
-
-        func headTrackingStateDidChange(isActive: Bool) {
-            log.state.withLock { $0.calls.append(.stateChanged(isActive)) }
-        }
-
-        func invalidate() {
-            let id = session.withLock { $0 } ?? UUID()
-            log.state.withLock { $0.calls.append(.invalidate(id)) }
-        }
-    }
-
-    /// Waits until the calls so far satisfy `condition`.
-    func waitFor(_ what: String, _ condition: @escaping ([Call]) -> Bool) async throws {
-        try await waitUntil(what) { condition(self.calls) }
-    }
-
-    /// Waits for the `count`th session activated, and returns it.
-    func waitForActivation(_ count: Int = 1) async throws -> AudioAccessoryHeadTracking.Session {
-        try await waitUntil("activation \(count)") { self.state.withLock { $0.sessions.count >= count } }
-        return state.withLock { $0.sessions[count - 1] }
-    }
-}
-
-/// The frames of one ``HeadTrackingHost/SensorUpdates``, collected as they come, and whether it ended.
-final class FrameCollector: Sendable {
-    private final class Box: Sendable {
-        let frames = Mutex<[HeadTrackingHost.SensorFrame]>([])
-        let ended = Atomic<Bool>(false)
-    }
-
-    private let box = Box()
-    private let task: Task<Void, Never>
-
-    init(_ updates: HeadTrackingHost.SensorUpdates) {
-        let box = box
-        task = Task {
-            for await frame in updates { box.frames.withLock { $0.append(frame) } }
-            box.ended.store(true, ordering: .releasing)
-        }
-    }
-
-    deinit {
-        task.cancel()
-    }
-
-    var all: [HeadTrackingHost.SensorFrame] { box.frames.withLock { $0 } }
-    var hasEnded: Bool { box.ended.load(ordering: .acquiring) }
-
-    func waitFor(_ count: Int) async throws {
-        try await waitUntil("\(count) frames") { self.all.count >= count }
-    }
-}
-
-/// A host's session news, collected as they come.
-final class NewsLog: Sendable {
-    private final class Box: Sendable {
-        let news = Mutex<[HeadTrackingHost.SessionNews]>([])
-    }
-
-    private let box = Box()
-    private let task: Task<Void, Never>
-
-    init(_ host: HeadTrackingHost) {
-        let box = box
-        let stream = host.sessionNews()
-        task = Task {
-            for await item in stream { box.news.withLock { $0.append(item) } }
-        }
-    }
-
-    deinit {
-        task.cancel()
-    }
-
-    var all: [HeadTrackingHost.SessionNews] { box.news.withLock { $0 } }
-
-    /// Waits until `count` pieces of news came, and returns them.
-    func waitFor(_ count: Int) async throws -> [HeadTrackingHost.SessionNews] {
-        try await waitUntil("\(count) pieces of news") { self.all.count >= count }
-        return all
     }
 }

@@ -3,6 +3,7 @@ import AccessoryControl
 import AccessoryModel
 @testable import AccessoryWire
 import Foundation
+import HeadTrackingFixtures
 import Logging
 import MQTTClient
 import Synchronization
