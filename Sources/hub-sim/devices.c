@@ -31,6 +31,11 @@ int device_choice(const struct sim *sim, long hub, long n)
     return (int)(household + sim->opt.households * (n % count));
 }
 
+bool own_devices(const struct sim *sim)
+{
+    return sim->opt.households == 0 && sim->opt.devices >= 2 * sim->accessory_count;
+}
+
 static void publish_source_state(struct sim *sim, struct device *device)
 {
     uint8_t payload[128];
@@ -189,6 +194,7 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
             switch (command.action) {
             case WIRE_ACTION_ROUTE:
                 snprintf(device->routed, sizeof device->routed, "%s", command.accessory_id);
+                host_routed(sim, device, command.accessory_id);
                 break;
             case WIRE_ACTION_PAUSE:
                 if (device->activity != WIRE_ACTIVITY_IDLE) {

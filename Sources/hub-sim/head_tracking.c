@@ -1,10 +1,13 @@
 /*
  * --head-tracking HZ. The hubs' side: each hub's head-tracking handler keeps its accessories' sessions as the SDK tells
- * them, and one streamer thread sends every accessory in session with head tracking on a synthetic IMU report HZ times
- * a second, in the style of Android's head-tracker HID report (a rotation vector, an angular velocity, a discontinuity
- * count: 13 bytes). The devices' side, as hosts: each keeps per accessory the order of the last session news it took
- * (dropping older news) and its current session; it renders the frames of that session only, from that hub only,
- * measuring each one's latency (the hosts and the hubs share this machine's clock), and drops and counts the others.
+ * them, and a streamer thread per hub (each hub is a device of its own) sends every accessory of its hub in session
+ * with head tracking on a synthetic IMU report HZ times a second, in the style of Android's head-tracker HID report (a
+ * rotation vector, an angular velocity, a discontinuity count: 13 bytes). The devices' side, as hosts: each keeps per
+ * accessory the order of the last session news it took (dropping older news) and its current session; it renders the
+ * frames of that session only, from that hub only, measuring each one's latency (the hosts and the hubs share this
+ * machine's clock), and drops and counts the others.
+ * A route change is timed at its new host: from the ROUTE command it takes (while measuring) to the first frame it
+ * renders for that accessory; the frames of a session a host has seen end, still arriving, are counted as late.
  * --verify then fails on a frame rendered outside its session, a session active on two hosts at once, and a session
  * left active on a host or a hub for an accessory its hub left off head.
  */
@@ -33,29 +36,47 @@ struct host_session {
     uint8_t id[16];
     char hub[AUDIOHUB_ID_MAX + 1]; /* the hub whose frames it takes */
     uint64_t last_frame;           /* the sequence of the last frame rendered */
+    bool awaiting_frame;           /* routed here (a ROUTE command while measuring), no frame rendered since */
+    uint64_t routed_ns;            /* when that ROUTE came */
 };
 
-/* One accessory the streamer sends a frame for this tick. */
+/* One accessory a streamer sends a frame for this tick. */
 struct due {
     long accessory;
     uint8_t discontinuity;
 };
 
+/* A hub's streamer thread. */
+struct streamer {
+    struct sim *sim;
+    long hub;
+    pthread_t thread;
+    struct due *due; /* its own */
+};
+
+/* Latencies in ms, as they come. */
+struct latencies {
+    double *values;
+    size_t count;
+    size_t capacity;
+};
+
 struct head_tracking {
     /* Guards this, the accessories' ht_* and active_hosts, and the devices' sessions. */
     pthread_mutex_t mutex;
-    pthread_t streamer;
-    bool started;
+    struct streamer *streamers; /* one per hub */
+    long started;               /* how many run */
     bool stop;
-    struct due *due; /* the streamer's own */
     uint64_t sent, refused, failed;
-    uint64_t rendered, dropped, missed, outside, malformed, stale, sessions;
+    uint64_t rendered, dropped, missed, outside, malformed, stale, sessions, late, routes;
+    uint64_t measured_ns;   /* when the measured phase began (0: not yet) */
+    uint64_t last_tick_ns;  /* the streamers' last tick */
+    uint64_t sent_measured; /* ht->sent then */
     long two_hosts;
     long left_active; /* -1: not verified */
     char first[300];
-    double *latencies;
-    size_t latency_count;
-    size_t latency_capacity;
+    struct latencies frames;      /* hub -> host, per frame rendered */
+    struct latencies first_frames; /* a ROUTE command -> its host's first frame of the accessory */
 };
 
 /* ---- The hubs' side ---------------------------------------------------------------------------------------- */
@@ -132,21 +153,29 @@ static void imu_report(double t, long accessory, uint8_t discontinuity, uint8_t 
     out[12] = discontinuity;
 }
 
+/* Accessories are not in step: each samples on a clock of its own. So a streamer spreads its accessories' frames over
+ * the period, in PHASES ticks of period/PHASES each: accessory i at phase i mod PHASES (its hub's frames all at one
+ * instant would be a burst no set of real accessories sends). */
+#define PHASES 10
+
 static void *stream(void *argument)
 {
-    struct sim *sim = argument;
+    struct streamer *self = argument;
+    struct sim *sim = self->sim;
     struct head_tracking *ht = sim->ht;
-    const uint64_t period = (uint64_t)(1e9 / sim->opt.head_tracking);
+    const uint64_t tick = (uint64_t)(1e9 / sim->opt.head_tracking / PHASES);
     uint64_t started = now_ns();
     uint64_t next = started;
     for (;;) {
+        long phase = (long)((next - started) / tick % PHASES);
         pthread_mutex_lock(&ht->mutex);
+        ht->last_tick_ns = now_ns();
         bool stop = ht->stop;
         long count = 0;
         for (long i = 0; i < sim->accessory_count && !stop; i++) {
             const struct accessory *a = &sim->accessories[i];
-            if (a->ht_active && a->ht_on) {
-                ht->due[count++] = (struct due){i, a->ht_discontinuity};
+            if (a->hub == self->hub && i % PHASES == phase && a->ht_active && a->ht_on) {
+                self->due[count++] = (struct due){i, a->ht_discontinuity};
             }
         }
         pthread_mutex_unlock(&ht->mutex);
@@ -156,10 +185,10 @@ static void *stream(void *argument)
         uint64_t sent = 0, refused = 0, failed = 0;
         double t = (double)(now_ns() - started) / 1e9;
         for (long k = 0; k < count; k++) {
-            const struct accessory *a = &sim->accessories[ht->due[k].accessory];
+            const struct accessory *a = &sim->accessories[self->due[k].accessory];
             uint8_t report[REPORT_SIZE];
-            imu_report(t, ht->due[k].accessory, ht->due[k].discontinuity, report);
-            enum audiohub_err rc = audiohub_head_tracking_send(sim->hubs[a->hub], a->id, report, sizeof report);
+            imu_report(t, self->due[k].accessory, self->due[k].discontinuity, report);
+            enum audiohub_err rc = audiohub_head_tracking_send(sim->hubs[self->hub], a->id, report, sizeof report);
             /* NOT_ACTIVATED: the session ended (or the host turned it off) since the list was made. */
             sent += rc == AUDIOHUB_ERR_SUCCESS;
             refused += rc == AUDIOHUB_ERR_NOT_ACTIVATED;
@@ -170,11 +199,12 @@ static void *stream(void *argument)
         ht->refused += refused;
         ht->failed += failed;
         pthread_mutex_unlock(&ht->mutex);
-        /* The next tick; one that is already past is skipped rather than sent late in a burst. */
-        next += period;
+        /* The next tick; one that is already past is skipped (its accessories miss a frame) rather than sent late in
+         * a burst. */
+        next += tick;
         uint64_t now = now_ns();
         if (next < now) {
-            next = now + period - (now - next) % period;
+            next = now + tick - (now - next) % tick;
         }
         struct timespec until = {(time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) != 0) {
@@ -186,7 +216,7 @@ static void *stream(void *argument)
 bool start_head_tracking(struct sim *sim)
 {
     struct head_tracking *ht = calloc(1, sizeof *ht);
-    if (ht == NULL || (ht->due = calloc((size_t)sim->accessory_count, sizeof *ht->due)) == NULL) {
+    if (ht == NULL || (ht->streamers = calloc((size_t)sim->opt.hubs, sizeof *ht->streamers)) == NULL) {
         free(ht);
         fprintf(stderr, "hub-sim: out of memory\n");
         return false;
@@ -202,11 +232,16 @@ bool start_head_tracking(struct sim *sim)
             return false;
         }
     }
-    if (pthread_create(&ht->streamer, NULL, stream, sim) != 0) {
-        fprintf(stderr, "hub-sim: cannot start the head-tracking streamer\n");
-        return false;
+    for (long h = 0; h < sim->opt.hubs; h++) {
+        struct streamer *streamer = &ht->streamers[h];
+        *streamer = (struct streamer){.sim = sim, .hub = h};
+        streamer->due = calloc((size_t)sim->accessory_count, sizeof *streamer->due);
+        if (streamer->due == NULL || pthread_create(&streamer->thread, NULL, stream, streamer) != 0) {
+            fprintf(stderr, "hub-sim: cannot start the head-tracking streamers\n");
+            return false;
+        }
+        ht->started++;
     }
-    ht->started = true;
     return true;
 }
 
@@ -317,18 +352,48 @@ static void host_news(struct sim *sim, struct device *device, const struct mosqu
     pthread_mutex_unlock(&ht->mutex);
 }
 
-static void add_latency(struct head_tracking *ht, double ms)
+static void add_latency(struct latencies *latencies, double ms)
 {
-    if (ht->latency_count == ht->latency_capacity) {
-        size_t capacity = ht->latency_capacity == 0 ? 16384 : ht->latency_capacity * 2;
-        double *grown = realloc(ht->latencies, capacity * sizeof *grown);
+    if (latencies->count == latencies->capacity) {
+        size_t capacity = latencies->capacity == 0 ? 16384 : latencies->capacity * 2;
+        double *grown = realloc(latencies->values, capacity * sizeof *grown);
         if (grown == NULL) {
             return;
         }
-        ht->latencies = grown;
-        ht->latency_capacity = capacity;
+        latencies->values = grown;
+        latencies->capacity = capacity;
     }
-    ht->latencies[ht->latency_count++] = ms;
+    latencies->values[latencies->count++] = ms;
+}
+
+void measure_head_tracking(struct sim *sim)
+{
+    struct head_tracking *ht = sim->ht;
+    if (ht == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ht->mutex);
+    ht->measured_ns = now_ns();
+    ht->sent_measured = ht->sent;
+    ht->frames.count = 0;
+    pthread_mutex_unlock(&ht->mutex);
+}
+
+void host_routed(struct sim *sim, struct device *device, const char *accessory_id)
+{
+    struct head_tracking *ht = sim->ht;
+    long index = ht != NULL && sim->measuring ? accessory_index(sim, accessory_id) : -1;
+    if (index < 0) {
+        return;
+    }
+    pthread_mutex_lock(&ht->mutex);
+    struct host_session *entry = host_session(device, index, true);
+    if (entry != NULL) {
+        entry->awaiting_frame = true;
+        entry->routed_ns = now_ns();
+        ht->routes++;
+    }
+    pthread_mutex_unlock(&ht->mutex);
 }
 
 static int64_t wall_us(void)
@@ -358,7 +423,11 @@ static void render(struct head_tracking *ht, struct device *device, struct acces
         ht->missed += frame->sequence - entry->last_frame - 1;
         entry->last_frame = frame->sequence;
     }
-    add_latency(ht, (double)(received_us - frame->sent_at_unix_us) / 1000.0);
+    if (entry != NULL && entry->awaiting_frame) {
+        entry->awaiting_frame = false;
+        add_latency(&ht->first_frames, (double)(now_ns() - entry->routed_ns) / 1e6);
+    }
+    add_latency(&ht->frames, (double)(received_us - frame->sent_at_unix_us) / 1000.0);
 }
 
 /* A frame for `device` on {root}/sources/{hex}/frames/{hub}/{accessory} (`rest`: "{hub}/{accessory}"). */
@@ -386,6 +455,9 @@ static void host_frame(struct sim *sim, struct device *device, const char *rest,
         render(ht, device, &sim->accessories[index], index, &frame, received);
     } else {
         ht->dropped++; /* not this host's current session of the accessory, or not from its hub */
+        if (ok && entry != NULL && !entry->active && memcmp(entry->id, frame.session_id, 16) == 0) {
+            ht->late++; /* of the session this host saw end: late, and not rendered */
+        }
     }
     pthread_mutex_unlock(&ht->mutex);
 }
@@ -463,18 +535,17 @@ long verify_head_tracking(struct sim *sim)
     return violations;
 }
 
-/* Stops the streamer thread; whether it was running. */
-static bool stop_streamer(struct head_tracking *ht)
+/* Stops the streamer threads; whether any was running. */
+static bool stop_streamers(struct head_tracking *ht)
 {
     pthread_mutex_lock(&ht->mutex);
     ht->stop = true;
     pthread_mutex_unlock(&ht->mutex);
-    if (!ht->started) {
-        return false;
+    bool any = ht->started > 0;
+    for (; ht->started > 0; ht->started--) {
+        pthread_join(ht->streamers[ht->started - 1].thread, NULL);
     }
-    pthread_join(ht->streamer, NULL);
-    ht->started = false;
-    return true;
+    return any;
 }
 
 void stop_head_tracking(struct sim *sim, struct ht_summary *out)
@@ -483,7 +554,7 @@ void stop_head_tracking(struct sim *sim, struct ht_summary *out)
     if (ht == NULL) {
         return;
     }
-    if (stop_streamer(ht)) {
+    if (stop_streamers(ht)) {
         sleep_ms(300); /* the last frames on their way (each expires after a second anyway) */
     }
     if (out == NULL) {
@@ -500,10 +571,24 @@ void stop_head_tracking(struct sim *sim, struct ht_summary *out)
     out->outside = ht->outside;
     out->malformed = ht->malformed;
     out->sessions = ht->sessions;
-    sort_latencies(ht->latencies, ht->latency_count);
-    out->p50 = quantile(ht->latencies, ht->latency_count, 0.50);
-    out->p99 = quantile(ht->latencies, ht->latency_count, 0.99);
-    out->max = ht->latency_count > 0 ? ht->latencies[ht->latency_count - 1] : 0;
+    out->late = ht->late;
+    for (long i = 0; i < sim->accessory_count; i++) {
+        out->streaming += sim->accessories[i].ht_active && sim->accessories[i].ht_on;
+    }
+    double measured_s = ht->measured_ns > 0 && ht->last_tick_ns > ht->measured_ns
+                            ? (double)(ht->last_tick_ns - ht->measured_ns) / 1e9 : 0;
+    out->per_second = measured_s > 0 ? (double)(ht->sent - ht->sent_measured) / measured_s : 0;
+    const struct latencies *frames = &ht->frames, *first = &ht->first_frames;
+    sort_latencies(frames->values, frames->count);
+    out->p50 = quantile(frames->values, frames->count, 0.50);
+    out->p99 = quantile(frames->values, frames->count, 0.99);
+    out->max = frames->count > 0 ? frames->values[frames->count - 1] : 0;
+    sort_latencies(first->values, first->count);
+    out->routes = ht->routes;
+    out->routes_rendered = first->count;
+    out->route_p50 = quantile(first->values, first->count, 0.50);
+    out->route_p99 = quantile(first->values, first->count, 0.99);
+    out->route_max = first->count > 0 ? first->values[first->count - 1] : 0;
     out->two_hosts = ht->two_hosts;
     out->left_active = ht->left_active;
     snprintf(out->first, sizeof out->first, "%s", ht->first);
@@ -516,13 +601,17 @@ void free_head_tracking(struct sim *sim)
     if (ht == NULL) {
         return;
     }
-    stop_streamer(ht);
+    stop_streamers(ht);
     for (long i = 0; sim->devices != NULL && i < sim->opt.devices; i++) {
         free(sim->devices[i].sessions);
         sim->devices[i].sessions = NULL;
     }
-    free(ht->due);
-    free(ht->latencies);
+    for (long h = 0; ht->streamers != NULL && h < sim->opt.hubs; h++) {
+        free(ht->streamers[h].due);
+    }
+    free(ht->streamers);
+    free(ht->frames.values);
+    free(ht->first_frames.values);
     pthread_mutex_destroy(&ht->mutex);
     free(ht);
     sim->ht = NULL;

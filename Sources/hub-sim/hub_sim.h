@@ -181,7 +181,12 @@ struct sim {
 struct ht_summary {
     double hz;
     uint64_t sent, refused, rendered, dropped, missed, outside, malformed, sessions;
-    double p50, p99, max; /* ms, from sent_at_unix_us to the host's render */
+    uint64_t late;        /* frames of a session their host had seen end (dropped) */
+    long streaming;       /* accessories in session with head tracking on, at the end */
+    double per_second;    /* frames sent a second while measuring */
+    double p50, p99, max; /* ms, from sent_at_unix_us to the host's render, while measuring */
+    uint64_t routes, routes_rendered;     /* ROUTE commands while measuring; those followed by a frame at the host */
+    double route_p50, route_p99, route_max; /* ms, from a ROUTE command to the host's first frame of the accessory */
     long two_hosts;
     long left_active; /* -1: not verified */
     char first[300];             /* the first violation --verify found */
@@ -212,6 +217,9 @@ bool parse_options(int argc, char **argv, struct options *opt);
 
 /* The device an accessory of `hub` lists at position `n` of its choices. */
 int device_choice(const struct sim *sim, long hub, long n);
+/* Whether each accessory has two devices of its own (at least two devices per accessory, no households): accessory i
+ * lists devices 2i and 2i+1, and a sources change swaps them, so that every accessory can be routed at once. */
+bool own_devices(const struct sim *sim);
 /* A fence hub per slot (one without --slots); false when out of memory or a slot has none. */
 bool make_fence_hubs(struct sim *sim);
 /* Connects the devices and publishes each one's first state; false after saying why not. */
@@ -230,7 +238,8 @@ enum audiohub_err submit_next(struct sim *sim, int index, bool measured);
 
 /* ---- phases.c ---- */
 
-/* SIGINT and SIGTERM: blocked in every thread, taken by the phases' loops. */
+/* SIGINT, SIGTERM (stop) and SIGUSR1 (measure the frames again): blocked in every thread, taken by the phases'
+ * loops. */
 void stop_signal_set(sigset_t *set);
 /* Sets every accessory up (not measured); false after saying why it failed. */
 bool setup(struct sim *sim);
@@ -256,6 +265,10 @@ bool start_head_tracking(struct sim *sim);
 void subscribe_hosts(struct sim *sim, struct mosquitto *mosq);
 /* A device's session news or a frame for it; false for any other topic (sim->mutex not held). */
 bool host_message(struct sim *sim, const struct mosquitto_message *message);
+/* The measured phase begins: frame latencies and the frame rate count from now (violations count throughout). */
+void measure_head_tracking(struct sim *sim);
+/* A ROUTE command for `accessory_id` that `device` applied (sim->mutex held): timed to the first frame it renders. */
+void host_routed(struct sim *sim, struct device *device, const char *accessory_id);
 /* --verify: sessions active on two hosts at once, frames rendered outside their session, and (waiting up to 10 s for
  * the last news) sessions left active, on a host or a hub, for accessories the hubs left off head. */
 long verify_head_tracking(struct sim *sim);

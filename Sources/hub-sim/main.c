@@ -32,6 +32,9 @@
  *    a synthetic head-tracker report HZ times a second for every accessory in session, the hosts render the frames of
  *    their current sessions only and measure their latency (head_tracking.c); --verify also fails on a frame rendered
  *    outside its session, a session active on two hosts at once, or one left active after its accessory was taken off.
+ *    SIGUSR1 starts the frames' measurement (their latencies and rate) again, for a script's own window.
+ * --devices D: with at least two devices per accessory (and no households), each accessory has two of its own, and a
+ *    sources change swaps them: every accessory can be routed at once (a head-tracking stream from every one).
  * --svg FILE sweeps offered rates (--sweep R1,R2,... or fractions of a first flood's throughput) and draws latency
  * against offered rate.
  *

@@ -10,23 +10,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The signals that stop hub-sim. They are blocked in every thread (main blocks them before it starts any) and taken
- * from the main thread's loops with sigtimedwait, so that no handler and no global is needed: the first ends the
- * run early (then hub-sim drains, prints its summary and exits as usual), a second one ends the drain too. */
+/* The signals hub-sim takes. They are blocked in every thread (main blocks them before it starts any) and taken
+ * from the main thread's loops with sigtimedwait, so that no handler and no global is needed: SIGINT or SIGTERM ends
+ * the run early (then hub-sim drains, prints its summary and exits as usual), a second one ends the drain too;
+ * SIGUSR1 starts the frames' measurement again (a script that measures a window of its own: scripts/
+ * bench-head-tracking.sh). */
 void stop_signal_set(sigset_t *set)
 {
     sigemptyset(set);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
+    sigaddset(set, SIGUSR1);
 }
 
-/* Whether a stop signal came (counting a new one, if any): never blocks. */
+/* Whether a stop signal came (counting a new one, if any; taking a SIGUSR1): never blocks. */
 static bool stop_requested(struct sim *sim)
 {
     static const struct timespec now = {0, 0};
     sigset_t set;
     stop_signal_set(&set);
-    if (sigtimedwait(&set, NULL, &now) > 0) {
+    int taken;
+    while ((taken = sigtimedwait(&set, NULL, &now)) == SIGUSR1) {
+        measure_head_tracking(sim);
+    }
+    if (taken > 0) {
         sim->stop_signals++;
         if (!sim->opt.quiet) {
             fprintf(stderr, sim->stop_signals == 1 ? "hub-sim: stopping: draining, then the summary (again to skip "
@@ -110,8 +117,9 @@ bool setup(struct sim *sim)
     for (long i = 0; i < sim->accessory_count; i++) {
         struct accessory *accessory = &sim->accessories[i];
         struct audiohub *hub = sim->hubs[accessory->hub];
-        struct expected target = {AUDIOHUB_PLACEMENT_ON_HEAD, device_choice(sim, accessory->hub, i),
-                                  device_choice(sim, accessory->hub, i + 1)};
+        long first = own_devices(sim) ? 2 * i : i;
+        struct expected target = {AUDIOHUB_PLACEMENT_ON_HEAD, device_choice(sim, accessory->hub, first),
+                                  device_choice(sim, accessory->hub, first + 1)};
         accessory->expected = (struct expected){AUDIOHUB_PLACEMENT_NONE, -1, -1};
         accessory->source_cursor = (int)(i % sim->opt.devices);
         char name[64];
@@ -182,6 +190,7 @@ struct summary run_phase(struct sim *sim, double rate)
     sim->measuring = true;
     sim->stats.started_ns = now_ns();
     pthread_mutex_unlock(&sim->mutex);
+    measure_head_tracking(sim);
 
     uint64_t started = sim->stats.started_ns;
     uint64_t end = sim->opt.seconds > 0 ? started + (uint64_t)(sim->opt.seconds * 1e9) : UINT64_MAX;

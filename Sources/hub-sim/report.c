@@ -77,9 +77,13 @@ static void print_head_tracking(const struct ht_summary *ht, bool json)
                ",\"frame_p50_ms\":%.3f,\"frame_p99_ms\":%.3f,\"frame_max_ms\":%.3f,\"frames_outside_session\":%" PRIu64
                ",\"frames_dropped\":%" PRIu64 ",\"frames_missed\":%" PRIu64 ",\"frames_refused\":%" PRIu64
                ",\"head_tracking_sessions\":%" PRIu64 ",\"head_tracking_malformed\":%" PRIu64
-               ",\"sessions_on_two_hosts\":%ld",
+               ",\"sessions_on_two_hosts\":%ld,\"frames_per_s\":%.1f,\"streaming\":%ld,\"frames_late\":%" PRIu64
+               ",\"routes\":%" PRIu64 ",\"routes_rendered\":%" PRIu64
+               ",\"route_first_frame_p50_ms\":%.3f,\"route_first_frame_p99_ms\":%.3f"
+               ",\"route_first_frame_max_ms\":%.3f",
                ht->hz, ht->sent, ht->rendered, ht->p50, ht->p99, ht->max, ht->outside, ht->dropped, ht->missed,
-               ht->refused, ht->sessions, ht->malformed, ht->two_hosts);
+               ht->refused, ht->sessions, ht->malformed, ht->two_hosts, ht->per_second, ht->streaming, ht->late,
+               ht->routes, ht->routes_rendered, ht->route_p50, ht->route_p99, ht->route_max);
         if (ht->left_active >= 0) {
             printf(",\"sessions_left_active\":%ld", ht->left_active);
         }
@@ -90,6 +94,9 @@ static void print_head_tracking(const struct ht_summary *ht, bool json)
            "current session), %" PRIu64 " missed; %" PRIu64 " sessions\n",
            ht->sent, ht->hz, ht->rendered, ht->p50, ht->p99, ht->max, ht->outside, ht->dropped, ht->missed,
            ht->sessions);
+    printf("  routes      %" PRIu64 " ROUTE commands while measuring, %" PRIu64 " followed by a frame at their host: "
+           "p50 %.2f ms  p99 %.2f ms  max %.2f ms; %" PRIu64 " late frames of ended sessions dropped\n",
+           ht->routes, ht->routes_rendered, ht->route_p50, ht->route_p99, ht->route_max, ht->late);
     if (ht->left_active >= 0) {
         printf("  sessions    %ld active on two hosts at once, %ld left active after a take-off%s%s\n", ht->two_hosts,
                ht->left_active, ht->first[0] != '\0' ? ": " : "", ht->first);

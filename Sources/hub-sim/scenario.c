@@ -102,7 +102,10 @@ static enum audiohub_err make_request(struct sim *sim, int index, struct op *op,
     bool varied = strcmp(scenario, "mixed") == 0 || strcmp(scenario, "changes") == 0;
     bool sources = strcmp(scenario, "sources") == 0 || (varied && choice < 25);
     bool update = varied && choice >= 25 && choice < 40;
-    if (sources || update) {
+    if ((sources || update) && own_devices(sim)) {
+        op->effect.primary = accessory->expected.secondary;
+        op->effect.secondary = accessory->expected.primary;
+    } else if (sources || update) {
         accessory->source_cursor = (accessory->source_cursor + 1) % (int)sim->opt.devices;
         op->effect.primary = device_choice(sim, accessory->hub, accessory->source_cursor);
         op->effect.secondary = device_choice(sim, accessory->hub, accessory->source_cursor + 1);
