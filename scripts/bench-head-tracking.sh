@@ -121,7 +121,7 @@ simulate() {
         --verify --json "$@" >"$work/$name.json" 2>"$work/$name.sim.log" &
     simulator=$!
     for _ in $(seq 600); do
-        grep -q '^hub-sim: *[0-9.]* s ' "$work/$name.sim.log" && return 0
+        grep -qs '^hub-sim: *[0-9.]* s ' "$work/$name.sim.log" && return 0
         kill -0 "$simulator" 2>/dev/null || break
         sleep 0.1
     done
