@@ -240,8 +240,14 @@ public struct ClusterStateMachine: Sendable {
             // Fenced or stopping meanwhile: let go of it again.
             return [.release(slot: slot, epoch: epoch)]
         }
-        holdings[slot] = .starting(epoch: epoch)
         claims[slot] = Claim(holder: member, epoch: epoch)
+        if ownerElsewhere(slot) != nil {
+            // Its owner joined while the claim was on its way (a member that came back with a new lease): the slot is
+            // let go unstarted, and its owner claims it once the claim is deleted.
+            holdings[slot] = .releasing(epoch: epoch)
+            return [.release(slot: slot, epoch: epoch)]
+        }
+        holdings[slot] = .starting(epoch: epoch)
         return [.startSlot(slot: slot, epoch: epoch)]
     }
 
@@ -256,7 +262,6 @@ public struct ClusterStateMachine: Sendable {
     public mutating func claimFailed(_ slot: Int, at now: Instant) -> [Action] {
         if holdings[slot] == .claiming { holdings[slot] = nil }
         return etcdFailed(at: now)
-        return []
     }
 
     /// The slot serves: rebuilt and reading.
@@ -379,19 +384,25 @@ public struct ClusterStateMachine: Sendable {
         return actions
     }
 
+    /// The live member other than this one that owns `slot` now, if any.
+    private func ownerElsewhere(_ slot: Int) -> String? {
+        guard let owner = Rendezvous.owner(of: slot, among: members.union([member])), owner != member,
+            members.contains(owner)
+        else { return nil }
+        return owner
+    }
+
     /// Claims what is this member's and free; hands over what another live member owns now.
     private mutating func reconcile() -> [Action] {
         guard case .running(let lease) = phase else { return [] }
-        let live = members.union([member])
         var actions: [Action] = []
         for slot in 0..<slotCount {
-            let owner = Rendezvous.owner(of: slot, among: live)
-            if owner == member {
+            if Rendezvous.owner(of: slot, among: members.union([member])) == member {
                 if holdings[slot] == nil, claims[slot] == nil {
                     holdings[slot] = .claiming
                     actions.append(.claim(slot: slot, lease: lease))
                 }
-            } else if let owner, members.contains(owner) {
+            } else if ownerElsewhere(slot) != nil {
                 switch holdings[slot] {
                 case .starting(let epoch), .serving(let epoch):
                     holdings[slot] = .releasing(epoch: epoch)

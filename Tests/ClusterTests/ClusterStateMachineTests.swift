@@ -176,4 +176,22 @@ import Testing
         #expect(!actions.contains(.stopSlot(slot: moving[0], reason: .handover)), "stopped already")
         #expect(!machine.tick(at: at(.milliseconds(200))).contains { if case .startSlot = $0 { true } else { false } })
     }
+
+    /// A member whose lease lapsed (etcd restarting) comes back with a new one: another member saw it leave, claimed
+    /// one of its slots, and saw it join again before etcd answered. The claim that lands is let go unstarted, so the
+    /// slot goes back to its owner (found by the cluster suite under load: the slot stayed with the claimer for good).
+    @Test mutating func aClaimThatLandsAfterItsOwnerCameBackIsReleasedUnstarted() {
+        let members: Set = ["a", "b"]
+        _ = join(members: members)
+        let theirs = Self.slots(of: "b", among: members)[0]
+        let claims = machine.memberLeft("b", at: now)
+        #expect(claims.contains(.claim(slot: theirs, lease: 7)))
+        #expect(machine.memberJoined("b", at: now) == [], "a claim on its way is not withdrawn")
+        #expect(machine.claimed(theirs, epoch: 50, at: now) == [.release(slot: theirs, epoch: 50)])
+        #expect(machine.serving[theirs] == nil)
+        #expect(machine.released(theirs, at: now) == [])
+        #expect(machine.holdings[theirs] == nil && machine.claims[theirs] == nil)
+        // Its owner's claim, then, is only watched.
+        #expect(machine.slotClaimed(theirs, by: "b", epoch: 51, at: now) == [])
+    }
 }
