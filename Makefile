@@ -106,9 +106,9 @@ ha-validate: deps
 ## bench-e2e: end to end through ONE mosquitto, the bridge against a bare C relay (Benchmarks/Relay: decode, then
 ## publish a result, a retained state and a command; nothing else), interleaved A B A B over ROUNDS rounds (3): max
 ## throughput and CPU µs per report under a flood of DURATION seconds (10), p50/p99 latency and CPU µs per report
-## at 50% of the relay's max, the bridge's peak RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh). The relay
-## and Benchmarks/LoadGen are C99 built by gcc, the bridge a release build, all in .build-e2e. PERF=1 also profiles the
-## last round's floods.
+## at PACE% (50) of the relay's max, the bridge's peak RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh).
+## The relay and Benchmarks/LoadGen are C99 built by gcc, the bridge a release build, all in .build-e2e. PERF=1 also
+## profiles the last round's floods.
 ROUNDS       ?= 3
 DURATION     ?= 10
 ACCESSORIES  ?= 1000

@@ -13,12 +13,13 @@
 # most one report outstanding per accessory) measures it twice, each time after its own untimed set-up:
 #   flood  DURATION seconds as fast as results come back: max throughput (results/s), the process's CPU time per
 #          report (utime + stime from /proc/PID/stat, over the measured phase), latency;
-#   paced  DURATION seconds at 50% of the relay's flood throughput of that round: p50/p99 latency, and the CPU per
-#          report again (a process that batches under a flood may pay more per report when reports come one by one).
+#   paced  DURATION seconds at PACE% (50) of the relay's flood throughput of that round: p50/p99 latency, and the CPU
+#          per report again (a process that batches under a flood may pay more per report when reports come one by
+#          one).
 # Then the process's peak RSS (VmHWM), and SIGTERM. Prints one line per round and side, then the medians per side
 # and the bridge/relay ratios. Exits 1 when a run lost, duplicated or failed results.
 #
-# Usage: make bench-e2e [ROUNDS=3] [DURATION=10] [ACCESSORIES=1000] [PERF=1]
+# Usage: make bench-e2e [ROUNDS=3] [DURATION=10] [ACCESSORIES=1000] [PACE=50] [PERF=1]
 #   (builds the C programs and a release bridge into .build-e2e first), or this script with RELAY, LOADGEN and
 #   BRIDGE naming the binaries (defaults: .build-e2e/relay, .build-e2e/loadgen, .build-e2e/release/accessory-bridge).
 #   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100").
@@ -30,6 +31,9 @@ cd "$(dirname "$0")/.."
 
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
+pace=${PACE:-50}
+case $pace in ''|*[!0-9]*) echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2; exit 2;; esac
+[ "$pace" -ge 1 ] && [ "$pace" -le 100 ] || { echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2; exit 2; }
 accessories=${ACCESSORIES:-1000}
 relay_bin=${RELAY:-.build-e2e/relay}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
@@ -106,13 +110,13 @@ printf '%s\t' round side throughput cpu_us broker_us flood_p50 flood_p99 rate p5
 printf '%s\t' rss_mb paced_cpu_us >>"$results"
 echo paced_broker_us >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
-    "$accessories accessories; flood ${duration} s, then ${duration} s at 50% of the relay's flood;" \
+    "$accessories accessories; flood ${duration} s, then ${duration} s at $pace% of the relay's flood;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
     "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM)"
 printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s\n' round side 'results/s' 'cpu_us' \
     'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' 'paced_cpu' 'paced_brk'
-half=
+paced_rate=
 reports=()
 for round in $(seq "$rounds"); do
     for side in relay bridge; do
@@ -131,15 +135,15 @@ for round in $(seq "$rounds"); do
             kill -INT "$recorder" && wait "$recorder" || true
         fi
         if [ "$side" = relay ]; then
-            half=$(json "$flood" '.throughput / 2 | floor')
+            paced_rate=$(json "$flood" ".throughput * $pace / 100 | floor")
         fi
-        paced=$(load "$root" "$half")
+        paced=$(load "$root" "$paced_rate")
         rss=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$server/status")
         stop_server "$side"
         row=("$round" "$side"
             "$(json "$flood" '.throughput | floor')" "$(json "$flood" '.server_cpu_us')"
             "$(json "$flood" '.broker_cpu_us')" "$(json "$flood" '.p50_ms')" "$(json "$flood" '.p99_ms')"
-            "$half" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
+            "$paced_rate" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
             "$(both .lost)" "$(both .duplicated)" "$(both '.failed + .unexpected')"
             "$rss" "$(json "$paced" '.server_cpu_us')" "$(json "$paced" '.broker_cpu_us')")
         (IFS=$'\t'; echo "${row[*]}") >>"$results"
@@ -154,11 +158,12 @@ median() {
 
 echo
 echo "bench-e2e: per round, bridge/relay"
-awk -F'\t' 'NR > 1 { r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; n = $1 }
+awk -F'\t' -v pace="$pace" 'NR > 1 {
+        r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; n = $1 }
     END { for (i = 1; i <= n; i++)
-        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at 50%% %.2f  cpu/report at 50%% %.2f\n", i,
+        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %d%% %.2f  cpu/report at %d%% %.2f\n", i,
             r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
-            r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "q"] / r[i, "relay", "q"] }' "$results"
+            pace, r[i, "bridge", "p"] / r[i, "relay", "p"], pace, r[i, "bridge", "q"] / r[i, "relay", "q"] }' "$results"
 # The median of the rounds' own ratios: a round's two sides run one after the other, within two minutes, while a run
 # takes five, so a machine that drifts during a run (this one does, by more than the targets' margins) moves the two
 # sides of a round alike, and the two columns of medians below less alike.
@@ -167,7 +172,7 @@ ratio_median() { # COLUMN
         END { for (i = 1; i <= n; i++) if (v[i, "relay"] > 0) print v[i, "bridge"] / v[i, "relay"] }' "$results" |
         middle | xargs printf '%.3f'
 }
-printf 'median of the rounds: throughput %s  cpu/report %s  p99 at 50%% %s  cpu/report at 50%% %s\n' \
+printf "median of the rounds: throughput %s  cpu/report %s  p99 at $pace%% %s  cpu/report at $pace%% %s\\n" \
     "$(ratio_median 3)" "$(ratio_median 4)" "$(ratio_median 10)" "$(ratio_median 15)"
 
 echo
@@ -185,10 +190,10 @@ row 'CPU per report (us)' 4 .2f
 row 'broker CPU per report (us)' 5 .2f
 row 'flood p50 latency (ms)' 6 .3f
 row 'flood p99 latency (ms)' 7 .3f
-row 'p50 at 50% load (ms)' 9 .3f
-row 'p99 at 50% load (ms)' 10 .3f
-row 'CPU per report at 50% (us)' 15 .2f
-row 'broker CPU at 50% (us)' 16 .2f
+row "p50 at $pace% load (ms)" 9 .3f
+row "p99 at $pace% load (ms)" 10 .3f
+row "CPU per report at $pace% (us)" 15 .2f
+row "broker CPU at $pace% (us)" 16 .2f
 row 'peak RSS (MB)' 14 .1f
 
 if [ "$perf" = 1 ]; then
