@@ -48,11 +48,7 @@ public final class AccessoryControlsClient: Sendable {
     public func start(timeout: Duration? = nil) async throws(MQTTError) {
         try client.subscribe(Topic.Kind.controlsResult.filter(under: root), qos: .atLeastOnce)
         try client.start(onEvent: { _ in }, onMessage: { [weak self] in self?.receive($0) })
-        if let timeout {
-            try await client.waitUntilConnected(timeout: timeout)
-        } else {
-            try await client.waitUntilConnected()
-        }
+        try await client.waitUntilConnected(timeout: timeout)
     }
 
     public func stop() async {

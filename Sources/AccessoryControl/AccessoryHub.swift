@@ -94,11 +94,7 @@ public final class AccessoryHub: Sendable {
                 }
             },
             onMessage: { [weak self] in self?.receive($0) })
-        if let timeout {
-            try await client.waitUntilConnected(timeout: timeout)
-        } else {
-            try await client.waitUntilConnected()
-        }
+        try await client.waitUntilConnected(timeout: timeout)
     }
 
     /// Announces the hub offline (when it announces its status) and disconnects. Every head-tracking session of its

@@ -43,11 +43,7 @@ public final class BrokerRoles: Sendable {
     public func start(timeout: Duration? = nil) async throws(MQTTError) {
         try client.subscribe(Self.responseTopic, qos: .atLeastOnce)
         try client.start(onEvent: { _ in }, onMessage: { [weak self] in self?.receive($0) })
-        if let timeout {
-            try await client.waitUntilConnected(timeout: timeout)
-        } else {
-            try await client.waitUntilConnected()
-        }
+        try await client.waitUntilConnected(timeout: timeout)
     }
 
     public func stop() async {

@@ -147,11 +147,7 @@ public final class HeadTrackingHost: Sendable {
         try client.subscribe(newsTopic, qos: .atLeastOnce)
         try client.subscribe(Topic.Kind.frames.filter(under: options.topicRoot, source: address), qos: .atMostOnce)
         try client.start(onEvent: { _ in }, onMessage: { [weak self] in self?.receive($0) })
-        if let timeout {
-            try await client.waitUntilConnected(timeout: timeout)
-        } else {
-            try await client.waitUntilConnected()
-        }
+        try await client.waitUntilConnected(timeout: timeout)
     }
 
     /// Disconnects: every ``SensorUpdates`` and ``sessionNews()`` sequence ends.

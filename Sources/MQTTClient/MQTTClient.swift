@@ -69,8 +69,9 @@ public final class MQTTClient: Sendable {
 
     /// ``waitUntilConnected()``, giving up after `timeout`: then it throws ``MQTTError/Kind/notConnected``, whose
     /// message names why the last attempt failed ("Connection refused", "bad user name or password", …). The client
-    /// goes on retrying.
-    public func waitUntilConnected(timeout: Duration) async throws(MQTTError) {
+    /// goes on retrying. `nil`: as long as it takes.
+    public func waitUntilConnected(timeout: Duration?) async throws(MQTTError) {
+        guard let timeout else { return try await waitUntilConnected() }
         let core = core
         let result = await withTaskGroup(of: Result<Void, MQTTError>?.self) { group in
             group.addTask {

@@ -16,6 +16,7 @@ import Darwin
 public struct ThreadOwner: Sendable {
     private var thread: Thread?
 
+    /// A thread's identity.
     // @unchecked Sendable: a pthread_t only identifies a thread; it is compared, never dereferenced.
     private struct Thread: @unchecked Sendable {
         let id: pthread_t
@@ -83,6 +84,7 @@ public struct ThreadBound<Value> {
     }
 }
 
+/// A value handed from the thread that built it to the thread that owns it.
 // @unchecked Sendable: the value is touched by its owning thread only (checked in debug builds); it is handed to that
 // thread before the thread claims it, which orders the hand-over (a thread's start).
 extension ThreadBound: @unchecked Sendable {}

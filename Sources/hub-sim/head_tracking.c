@@ -54,13 +54,6 @@ struct streamer {
     struct due *due; /* its own */
 };
 
-/* Latencies in ms, as they come. */
-struct latencies {
-    double *values;
-    size_t count;
-    size_t capacity;
-};
-
 struct head_tracking {
     /* Guards this, the accessories' ht_* and active_hosts, and the devices' sessions. */
     pthread_mutex_t mutex;
@@ -352,20 +345,6 @@ static void host_news(struct sim *sim, struct device *device, const struct mosqu
     pthread_mutex_unlock(&ht->mutex);
 }
 
-static void add_latency(struct latencies *latencies, double ms)
-{
-    if (latencies->count == latencies->capacity) {
-        size_t capacity = latencies->capacity == 0 ? 16384 : latencies->capacity * 2;
-        double *grown = realloc(latencies->values, capacity * sizeof *grown);
-        if (grown == NULL) {
-            return;
-        }
-        latencies->values = grown;
-        latencies->capacity = capacity;
-    }
-    latencies->values[latencies->count++] = ms;
-}
-
 void measure_head_tracking(struct sim *sim)
 {
     struct head_tracking *ht = sim->ht;
@@ -425,9 +404,9 @@ static void render(struct head_tracking *ht, struct device *device, struct acces
     }
     if (entry != NULL && entry->awaiting_frame) {
         entry->awaiting_frame = false;
-        add_latency(&ht->first_frames, (double)(now_ns() - entry->routed_ns) / 1e6);
+        record_latency(&ht->first_frames, (double)(now_ns() - entry->routed_ns) / 1e6);
     }
-    add_latency(&ht->frames, (double)(received_us - frame->sent_at_unix_us) / 1000.0);
+    record_latency(&ht->frames, (double)(received_us - frame->sent_at_unix_us) / 1000.0);
 }
 
 /* A frame for `device` on {root}/sources/{hex}/frames/{hub}/{accessory} (`rest`: "{hub}/{accessory}"). */

@@ -122,6 +122,13 @@ struct op {
     struct expected effect;
 };
 
+/* Latencies in ms, as they come (record_latency). */
+struct latencies {
+    double *values;
+    size_t count;
+    size_t capacity;
+};
+
 struct phase_stats {
     uint64_t sent;
     uint64_t results;
@@ -130,9 +137,7 @@ struct phase_stats {
     uint64_t errors;
     uint64_t refused;
     uint64_t cancelled;
-    double *latencies;
-    size_t latency_count;
-    size_t latency_capacity;
+    struct latencies latencies;
     uint64_t started_ns;
     uint64_t stopped_ns;
     char first_error[256];
@@ -280,7 +285,7 @@ void free_head_tracking(struct sim *sim);
 /* ---- report.c ---- */
 
 /* Adds a latency (ms) to a phase's. */
-void record_latency(struct phase_stats *stats, double ms);
+void record_latency(struct latencies *latencies, double ms);
 /* Sorts latencies, ascending; the q-quantile of sorted ones (nearest rank; 0 for none). */
 void sort_latencies(double *values, size_t count);
 double quantile(const double *sorted, size_t count, double q);

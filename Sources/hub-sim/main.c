@@ -250,7 +250,7 @@ out:
     free(sim.fence_hubs);
     free(sim.accessories);
     free(sim.devices);
-    free(sim.stats.latencies);
+    free(sim.stats.latencies.values);
     audiohub_lib_cleanup();
     return status;
 }

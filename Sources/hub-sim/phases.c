@@ -175,7 +175,7 @@ bool setup(struct sim *sim)
 struct summary run_phase(struct sim *sim, double rate)
 {
     pthread_mutex_lock(&sim->mutex);
-    free(sim->stats.latencies);
+    free(sim->stats.latencies.values);
     memset(&sim->stats, 0, sizeof sim->stats);
     for (long i = 0; i < sim->accessory_count; i++) {
         sim->accessories[i].rounds_submitted = 0;

@@ -10,18 +10,18 @@
 #include <math.h>
 #include <stdlib.h>
 
-void record_latency(struct phase_stats *stats, double ms)
+void record_latency(struct latencies *latencies, double ms)
 {
-    if (stats->latency_count == stats->latency_capacity) {
-        size_t capacity = stats->latency_capacity == 0 ? 4096 : stats->latency_capacity * 2;
-        double *grown = realloc(stats->latencies, capacity * sizeof *grown);
+    if (latencies->count == latencies->capacity) {
+        size_t capacity = latencies->capacity == 0 ? 4096 : latencies->capacity * 2;
+        double *grown = realloc(latencies->values, capacity * sizeof *grown);
         if (grown == NULL) {
             return;
         }
-        stats->latencies = grown;
-        stats->latency_capacity = capacity;
+        latencies->values = grown;
+        latencies->capacity = capacity;
     }
-    stats->latencies[stats->latency_count++] = ms;
+    latencies->values[latencies->count++] = ms;
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -59,11 +59,12 @@ struct summary summarize(struct phase_stats *stats, uint64_t lost, double offere
     s.retried = stats->retried;
     s.errors = stats->errors;
     s.refused = stats->refused;
-    sort_latencies(stats->latencies, stats->latency_count);
-    s.p50 = quantile(stats->latencies, stats->latency_count, 0.50);
-    s.p90 = quantile(stats->latencies, stats->latency_count, 0.90);
-    s.p99 = quantile(stats->latencies, stats->latency_count, 0.99);
-    s.max = stats->latency_count > 0 ? stats->latencies[stats->latency_count - 1] : 0;
+    const struct latencies *latencies = &stats->latencies;
+    sort_latencies(latencies->values, latencies->count);
+    s.p50 = quantile(latencies->values, latencies->count, 0.50);
+    s.p90 = quantile(latencies->values, latencies->count, 0.90);
+    s.p99 = quantile(latencies->values, latencies->count, 0.99);
+    s.max = latencies->count > 0 ? latencies->values[latencies->count - 1] : 0;
     s.seconds = (double)(stats->stopped_ns - stats->started_ns) / 1e9;
     s.throughput = s.seconds > 0 ? (double)s.results / s.seconds : 0;
     return s;

@@ -56,7 +56,7 @@ void completed(struct audiohub *hub, void *userdata, const struct audiohub_resul
         struct phase_stats *stats = &sim->stats;
         if (result->status == AUDIOHUB_ERR_SUCCESS) {
             stats->results++;
-            record_latency(stats, (double)(finished - op->submitted_ns) / 1e6);
+            record_latency(&stats->latencies, (double)(finished - op->submitted_ns) / 1e6);
         } else {
             stats->cancelled++;
         }
