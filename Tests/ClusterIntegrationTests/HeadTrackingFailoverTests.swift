@@ -127,6 +127,8 @@ import TestSupport
         // Taken off: the successor, which took the session over, ends it on both sides.
         try await hub.report(placement: .offHead, for: accessory)
         try await log.waitFor("the session's end") { $0.last == .invalidate(session.sessionID) }
+        // Checked after something the bridge did later (the end), not after a pause: nothing came between.
+        #expect(log.calls == [.activate(session.sessionID, active: true), .invalidate(session.sessionID)])
         try await waitUntil("the host's updates end") { frames.hasEnded }
         #expect(news.all.last?.event.kind == .invalidated && news.all.last?.event.reason == .takenOff)
         #expect(host.session(of: Self.headphones) == nil)
