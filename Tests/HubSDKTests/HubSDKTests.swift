@@ -462,6 +462,24 @@ import Glibc
         #expect(completions.allSatisfy { $0.status == AUDIOHUB_ERR_CANCELLED.rawValue && $0.attempts == 0 })
     }
 
+    /// The loop polls: a hub whose socket's number is past select's FD_SETSIZE (a process with many files open)
+    /// works as any other (through mosquitto_loop's select, it never connected).
+    @Test func aSocketNumberedPastFDSetSizeWorks() async throws {
+        let fixture = try await BridgeFixture()
+        // Fill the descriptors below 1,030, so that the hub's socket, made by its loop, comes after them (they stay
+        // open until the end: nothing else in this process selects).
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        while fillers.last.map({ $0 < 1030 }) ?? true {
+            let descriptor = open("/dev/null", O_RDONLY)
+            guard descriptor >= 0 else { throw TestFailure("open: errno \(errno)") }
+            fillers.append(descriptor)
+        }
+        let hub = try TestHub("sdk-fdsetsize", broker: fixture.broker)
+        try await Self.pairAndRegister(hub, "far-headphones")
+        #expect(audiohub_socket(hub.handle) >= 1024, "the hub's socket is past FD_SETSIZE")
+    }
+
     @Test func aRequestOutOfAttemptsCompletesWithATimeout() async throws {
         let broker = try await MosquittoBroker()  // no bridge: nothing answers
         let hub = try TestHub("sdk-timeout", broker: broker, timeoutMs: 50) {

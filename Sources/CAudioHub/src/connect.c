@@ -1,6 +1,6 @@
 /*
  * The connection (enum connection): audiohub_connect, each attempt with its will, the online status, libmosquitto's
- * callbacks (inside mosquitto_loop, on the loop's thread, mutex not held), and the goodbye of audiohub_disconnect.
+ * callbacks (inside its loop functions, on the loop's thread, mutex not held), and the goodbye of audiohub_disconnect.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -134,7 +134,12 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
     if (hub == NULL) {
         return AUDIOHUB_ERR_NOMEM;
     }
+    if (!ah_wake_open(hub)) {
+        free(hub);
+        return AUDIOHUB_ERR_ERRNO;
+    }
     if (pthread_mutex_init(&hub->mutex, NULL) != 0) {
+        ah_wake_close(hub);
         free(hub);
         return AUDIOHUB_ERR_ERRNO;
     }
@@ -158,6 +163,7 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
     if (hub->mosq == NULL) {
         enum audiohub_err rc = errno == ENOMEM ? AUDIOHUB_ERR_NOMEM : AUDIOHUB_ERR_ERRNO;
         pthread_mutex_destroy(&hub->mutex);
+        ah_wake_close(hub);
         free(hub);
         return rc;
     }
@@ -167,12 +173,13 @@ enum audiohub_err audiohub_new(const char *hub_id, void *userdata, struct audioh
         rc = mosquitto_int_option(hub->mosq, MOSQ_OPT_TCP_NODELAY, 1);
     }
     if (rc == MOSQ_ERR_SUCCESS) {
-        /* Requests may come from any thread: let the loop do all the writing (woken through its socket pair). */
+        /* Requests may come from any thread: the loop does all the writing (woken by unlock, hub_private.h). */
         rc = mosquitto_threaded_set(hub->mosq, true);
     }
     if (rc != MOSQ_ERR_SUCCESS || !ah_make_frame_properties(hub)) {
         mosquitto_destroy(hub->mosq);
         pthread_mutex_destroy(&hub->mutex);
+        ah_wake_close(hub);
         free(hub);
         return rc != MOSQ_ERR_SUCCESS ? AUDIOHUB_ERR_MOSQUITTO : AUDIOHUB_ERR_NOMEM;
     }
@@ -218,5 +225,6 @@ void audiohub_destroy(struct audiohub *hub)
     free(hub->key_file);
     mosquitto_property_free_all(&hub->frame_properties);
     pthread_mutex_destroy(&hub->mutex);
+    ah_wake_close(hub);
     free(hub);
 }

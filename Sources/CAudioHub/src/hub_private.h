@@ -4,7 +4,8 @@
  *   options.c         its options and callbacks (audiohub_int_option ... audiohub_last_mosquitto_error);
  *   connect.c         the connection (enum connection): connecting, the will and the status, libmosquitto's
  *                     callbacks, disconnecting;
- *   loop.c            the loop (audiohub_loop, its thread): attempts, waiting, resending at the deadlines;
+ *   loop.c            the loop (audiohub_loop, its thread): attempts, waiting in poll and its wake-up, resending at
+ *                     the deadlines;
  *   requests.c        the caller's requests (audiohub_pair ... audiohub_sources), checked, then queued;
  *   queue.c           the accessories and their queues of requests, and completing a request;
  *   send.c            the request at the head of a queue numbered, packed and published;
@@ -289,12 +290,28 @@ struct audiohub {
     pthread_t thread;
     bool thread_running;
     bool thread_stop;
+
+    /* The loop's wake-up: a pipe (read end, write end) that a thread queueing a packet while the loop waits in poll
+     * writes one byte to, once however many it queues before the loop runs (`wake_pending`); `polling`: the loop
+     * waits in poll without asking to write. */
+    int wake[2];
+    bool wake_pending;
+    bool polling;
 };
 
-/* One mutex guards the handle. libmosquitto's callbacks run inside mosquitto_loop, which is called without the
- * mutex; they take it, and call the caller's callbacks only after releasing it, so that those may make requests. */
+/* One mutex guards the handle. libmosquitto's callbacks run inside its loop functions, which audiohub_loop calls
+ * without the mutex; they take it, and call the caller's callbacks only after releasing it, so that those may make
+ * requests. Whatever the holder queued for libmosquitto (a request, a frame, a status, a DISCONNECT) while the loop
+ * waits in poll, unlock wakes the loop to write: once, however many packets are queued before it runs (loop.c). */
+void ah_wake_loop(struct audiohub *hub);
 static inline void lock(struct audiohub *hub) { pthread_mutex_lock(&hub->mutex); }
-static inline void unlock(struct audiohub *hub) { pthread_mutex_unlock(&hub->mutex); }
+static inline void unlock(struct audiohub *hub)
+{
+    if (hub->polling && !hub->wake_pending && mosquitto_want_write(hub->mosq)) {
+        ah_wake_loop(hub);
+    }
+    pthread_mutex_unlock(&hub->mutex);
+}
 
 /* ---- hub.c ---- */
 
@@ -379,6 +396,12 @@ bool ah_make_frame_properties(struct audiohub *hub);
 bool ah_session_start(struct audiohub *hub, struct accessory *a, const struct audiohub_head_tracking_session *view);
 /* Ends the session in force of `a`, if any. */
 void ah_session_end(struct accessory *a);
+
+/* ---- loop.c ---- */
+
+/* The loop's wake-up pipe: opened by audiohub_new (false, errno set, on failure), closed by audiohub_destroy. */
+bool ah_wake_open(struct audiohub *hub);
+void ah_wake_close(struct audiohub *hub);
 
 /* ---- cache.c ---- */
 

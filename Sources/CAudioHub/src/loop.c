@@ -1,15 +1,114 @@
 /*
- * The loop: audiohub_loop (connection attempts, libmosquitto's loop, the deadlines of the requests in flight), what
- * a caller's own poll loop needs, and the loop's thread (audiohub_loop_start, audiohub_loop_stop).
+ * The loop: audiohub_loop (connection attempts, waiting in poll, libmosquitto's read, write and housekeeping, the
+ * deadlines of the requests in flight), its wake-up, what a caller's own poll loop needs, and the loop's thread
+ * (audiohub_loop_start, audiohub_loop_stop).
+ *
+ * Not mosquitto_loop: in threaded mode libmosquitto writes a byte to its own socket pair for every packet queued,
+ * and mosquitto_loop's select wakes for each and reads one, so a hub streaming head-tracking frames paid a wake-up of
+ * the loop per frame (docs/performance-history.md, "The hub's loop wakes once for a burst"). Here the loop polls its
+ * socket and a pipe of its own, and the thread that queues packets while it waits writes to that pipe once, however
+ * many it queues before the loop runs (unlock, hub_private.h); libmosquitto's pair fills and its writes fail, unread.
+ * poll also has no FD_SETSIZE limit on the socket's number.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "hub_private.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #define STOP_GRACE_MS 3000
+/* The longest wait in poll: libmosquitto's housekeeping (keepalive) runs at least this often. */
+#define POLL_MAX_MS 1000
+
+static bool set_flags(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+}
+
+bool ah_wake_open(struct audiohub *hub)
+{
+    if (pipe(hub->wake) != 0) {
+        hub->wake[0] = hub->wake[1] = -1;
+        return false;
+    }
+    if (!set_flags(hub->wake[0]) || !set_flags(hub->wake[1])) {
+        int saved = errno;
+        ah_wake_close(hub);
+        errno = saved;
+        return false;
+    }
+    return true;
+}
+
+void ah_wake_close(struct audiohub *hub)
+{
+    for (int i = 0; i < 2; i++) {
+        if (hub->wake[i] >= 0) {
+            close(hub->wake[i]);
+            hub->wake[i] = -1;
+        }
+    }
+}
+
+void ah_wake_loop(struct audiohub *hub)
+{
+    hub->wake_pending = true;
+    const char byte = 0;
+    if (write(hub->wake[1], &byte, 1) < 0) {
+        /* Full (EAGAIN): a byte the loop has not read yet wakes it anyway. */
+    }
+}
+
+/* One turn on the socket: poll it and the wake-up pipe for at most `wait` ms, then read what came, write what is
+ * queued, and libmosquitto's housekeeping. Returns libmosquitto's code (MOSQ_ERR_ERRNO when poll failed). */
+static int service(struct audiohub *hub, int wait)
+{
+    lock(hub);
+    int socket = mosquitto_socket(hub->mosq);
+    bool writing = mosquitto_want_write(hub->mosq);
+    /* Asking to write, poll returns as soon as the socket can take it: no wake-up needed meanwhile. */
+    hub->polling = socket >= 0 && !writing;
+    unlock(hub);
+    if (socket < 0) {
+        return MOSQ_ERR_NO_CONN;
+    }
+    struct pollfd fds[2] = {{socket, (short)(POLLIN | (writing ? POLLOUT : 0)), 0}, {hub->wake[0], POLLIN, 0}};
+    int ready = poll(fds, 2, wait < POLL_MAX_MS ? wait : POLL_MAX_MS);
+    int saved = errno;
+    lock(hub);
+    hub->polling = false;
+    if (fds[1].revents != 0) {
+        char drain[64];
+        while (read(hub->wake[0], drain, sizeof drain) > 0) {
+        }
+        hub->wake_pending = false;
+    }
+    unlock(hub);
+    if (ready < 0) {
+        errno = saved;
+        return saved == EINTR ? MOSQ_ERR_SUCCESS : MOSQ_ERR_ERRNO;
+    }
+    int rc = MOSQ_ERR_SUCCESS;
+    /* A TLS handshake goes on in libmosquitto's read, whichever way the socket became ready. */
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 || (hub->tls && fds[0].revents != 0)) {
+        rc = mosquitto_loop_read(hub->mosq, 1);
+        if (rc == MOSQ_ERR_SUCCESS && mosquitto_socket(hub->mosq) < 0) {
+            rc = MOSQ_ERR_NO_CONN;
+        }
+    }
+    /* What came in may have queued packets (an acknowledgement, a request sent again from a callback). */
+    if (rc == MOSQ_ERR_SUCCESS && mosquitto_want_write(hub->mosq)) {
+        rc = mosquitto_loop_write(hub->mosq, 1);
+        if (rc == MOSQ_ERR_SUCCESS && mosquitto_socket(hub->mosq) < 0) {
+            rc = MOSQ_ERR_NO_CONN;
+        }
+    }
+    return rc == MOSQ_ERR_SUCCESS ? mosquitto_loop_misc(hub->mosq) : rc;
+}
 
 /* Resends the requests whose deadline passed, and takes out those out of attempts (mutex held). Returns the list
  * of requests to complete with AUDIOHUB_ERR_TIMEOUT, linked through `next`. */
@@ -82,7 +181,7 @@ enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
     unlock(hub);
 
     if (has_socket) {
-        int rc = mosquitto_loop(hub->mosq, wait, 1);
+        int rc = service(hub, wait);
         if (rc != MOSQ_ERR_SUCCESS) {
             lock(hub);
             bool closed = mosquitto_socket(hub->mosq) < 0;
@@ -95,8 +194,7 @@ enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
                     ah_schedule_reconnect(hub);
                 }
             } else if (!closed) {
-                /* A failure that leaves the socket (select() itself failed: a descriptor beyond FD_SETSIZE): wait
-                 * rather than spin. */
+                /* A failure that leaves the socket (poll itself failed): wait rather than spin. */
                 hub->last_mosquitto_error = rc;
             }
             unlock(hub);
