@@ -1,8 +1,8 @@
 /*
  * --head-tracking HZ. The hubs' side: each hub's head-tracking handler keeps its accessories' sessions as the SDK tells
- * them, and a streamer thread per hub (each hub is a device of its own) sends every accessory of its hub in session
- * with head tracking on a synthetic IMU report HZ times a second, in the style of Android's head-tracker HID report (a
- * rotation vector, an angular velocity, a discontinuity count: 13 bytes). The devices' side, as hosts: each keeps per
+ * them, and a streamer thread per hub (each hub is a device of its own), which runs the hub's loop meanwhile, sends
+ * every accessory of its hub in session with head tracking on a synthetic IMU report HZ times a second, in the style of
+ * Android's head-tracker HID report (a rotation vector, an angular velocity, a discontinuity count: 13 bytes). The devices' side, as hosts: each keeps per
  * accessory the order of the last session news it took (dropping older news) and its current session; it renders the
  * frames of that session only, from that hub only, measuring each one's latency (the hosts and the hubs share this
  * machine's clock), and drops and counts the others.
@@ -11,12 +11,16 @@
  * --verify then fails on a frame rendered outside its session, a session active on two hosts at once, and a session
  * left active on a host or a hub for an accessory its hub left off head.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* ppoll */
 
 #include "hub_sim.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -151,14 +155,43 @@ static void imu_report(double t, long accessory, uint8_t discontinuity, uint8_t 
  * instant would be a burst no set of real accessories sends). */
 #define PHASES 10
 
+/* Runs `hub`'s loop until `until` (CLOCK_MONOTONIC, ns): waits on its socket, at most until its next deadline, and
+ * lets audiohub_loop do what came. */
+static void loop_until(struct audiohub *hub, uint64_t until)
+{
+    for (uint64_t now = now_ns(); now < until; now = now_ns()) {
+        uint64_t wait = until - now, limit = (uint64_t)audiohub_next_timeout_ms(hub) * 1000000ULL;
+        if (limit < wait) {
+            wait = limit;
+        }
+        struct pollfd socket = {audiohub_socket(hub), (short)(POLLIN | (audiohub_want_write(hub) ? POLLOUT : 0)), 0};
+        struct timespec timeout = {(time_t)(wait / 1000000000ULL), (long)(wait % 1000000000ULL)};
+        ppoll(&socket, socket.fd >= 0 ? 1 : 0, &timeout, NULL);
+        audiohub_loop(hub, 0);
+    }
+}
+
+/* TCP_CORK on the hub's socket: while on, what is written waits for a full segment; off, it leaves at once. */
+static bool cork(struct audiohub *hub, bool on)
+{
+    int socket = audiohub_socket(hub), value = on;
+    return socket >= 0 && setsockopt(socket, IPPROTO_TCP, TCP_CORK, &value, sizeof value) == 0;
+}
+
+/* A hub's streamer runs the hub's loop while it streams, as a hub that streams on one thread does (Examples/hub-c's
+ * stream.c): a tick's frames are written together right after it, and the thread waits on the socket until the next
+ * tick, with no hand-off to a loop thread per frame. What other threads request in the meantime (the scenario, the
+ * set-up) goes out at the next tick, a period/PHASES later at most. The hub's own loop thread runs again after. */
 static void *stream(void *argument)
 {
     struct streamer *self = argument;
     struct sim *sim = self->sim;
     struct head_tracking *ht = sim->ht;
+    struct audiohub *hub = sim->hubs[self->hub];
     const uint64_t tick = (uint64_t)(1e9 / sim->opt.head_tracking / PHASES);
     uint64_t started = now_ns();
     uint64_t next = started;
+    audiohub_loop_stop(hub, false);
     for (;;) {
         long phase = (long)((next - started) / tick % PHASES);
         pthread_mutex_lock(&ht->mutex);
@@ -181,7 +214,7 @@ static void *stream(void *argument)
             const struct accessory *a = &sim->accessories[self->due[k].accessory];
             uint8_t report[REPORT_SIZE];
             imu_report(t, self->due[k].accessory, self->due[k].discontinuity, report);
-            enum audiohub_err rc = audiohub_head_tracking_send(sim->hubs[self->hub], a->id, report, sizeof report);
+            enum audiohub_err rc = audiohub_head_tracking_send(hub, a->id, report, sizeof report);
             /* NOT_ACTIVATED: the session ended (or the host turned it off) since the list was made. */
             sent += rc == AUDIOHUB_ERR_SUCCESS;
             refused += rc == AUDIOHUB_ERR_NOT_ACTIVATED;
@@ -199,10 +232,15 @@ static void *stream(void *argument)
         if (next < now) {
             next = now + tick - (now - next) % tick;
         }
-        struct timespec until = {(time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) != 0) {
+        /* The tick's frames in one TCP segment rather than one each (they leave together anyway). */
+        bool corked = count > 1 && cork(hub, true);
+        audiohub_loop(hub, 0);
+        if (corked) {
+            cork(hub, false);
         }
+        loop_until(hub, next);
     }
+    audiohub_loop_start(hub);
     return NULL;
 }
 

@@ -3,8 +3,9 @@
  * a broker and a bridge. It measures what the SDK promises end to end: every request completes exactly once, none
  * is lost, and how long each takes.
  *
- * 1. Each hub is an audiohub handle with its own loop thread (audiohub_loop_start). Set-up (not measured): every
- *    accessory is paired (audio switching and placement), registered with both, given two sources and put on.
+ * 1. Each hub is an audiohub handle with its own loop thread (audiohub_loop_start; with --head-tracking its streamer
+ *    runs the loop instead, head_tracking.c). Set-up (not measured): every accessory is paired (audio switching and
+ *    placement), registered with both, given two sources and put on.
  * 2. The playing devices share one MQTT connection (a persistent session): each retains its SourceState, and after
  *    every command it receives reports its route (routed_accessory_id) as a real device would: ROUTE routes it,
  *    PAUSE pauses it (idle, no route), RESUME resumes it, RELEASE ends the route. Redeliveries (a command sequence
