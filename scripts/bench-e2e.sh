@@ -22,7 +22,8 @@
 # Usage: make bench-e2e [ROUNDS=3] [DURATION=10] [ACCESSORIES=1000] [PACE=50] [PERF=1]
 #   (builds the C programs and a release bridge into .build-e2e first), or this script with RELAY, LOADGEN and
 #   BRIDGE naming the binaries (defaults: .build-e2e/relay, .build-e2e/loadgen, .build-e2e/release/accessory-bridge).
-#   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100").
+#   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100"). Unless BRIDGE_ARGS has
+#   --no-home-automation, the relay publishes the bridge's home-automation views and events too (--home-automation).
 #   PERF=1: `perf record -a -g` (cpu-clock, the whole machine: server, broker and loadgen) during each side's flood
 #   (set-up included) in the last round, into PERF_DIR (.build-e2e/perf); the command that reads each is printed.
 #   Profiling costs some throughput, so the figures of that round are a little off.
@@ -40,9 +41,11 @@ loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 read -ra relay_args <<<"${RELAY_ARGS:-}"
 read -ra bridge_args <<<"${BRIDGE_ARGS:-}"
+. scripts/lib/bench.sh
+read -ra relay_ha <<<"$(relay_home_automation "${bridge_args[@]}")"
+relay_args+=("${relay_ha[@]}")
 perf=${PERF:-0}
 perf_dir=${PERF_DIR:-.build-e2e/perf}
-. scripts/lib/bench.sh
 require_built bench-e2e bench-e2e "$relay_bin" "$loadgen_bin" "$bridge_bin"
 
 . scripts/lib/broker.sh
@@ -112,6 +115,7 @@ echo paced_broker_us >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at $pace% of the relay's flood;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench-e2e: relay ${relay_args[*]:-(no options)}; bridge ${bridge_args[*]:-(no options)}"
 echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
     "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM)"
 printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s\n' round side 'results/s' 'cpu_us' \

@@ -105,10 +105,10 @@ telemetry() {
 }
 
 # start_relay ROOT: Benchmarks/Relay under ROOT (`relay` its pid), the bare C floor: decode, then a result, a retained
-# state and a command.
+# state and a command, and the bridge's home-automation view and event unless BRIDGE_ARGS turns them off.
 start_relay() {
     "$relay_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "$1" --client-id "$1-relay" --send-maximum 100 \
-        2>"$work/$1.relay.log" &
+        $(relay_home_automation "${bridge_args[@]}") 2>"$work/$1.relay.log" &
     relay=$!
 }
 

@@ -8,14 +8,16 @@
  *     R/hubs/{hub}/accessories/{accessory}/result;
  *   - that AccessoryState, retained, on R/accessories/{accessory}/state;
  *   - one SwitchCommand on R/sources/123456789abc/commands.
- * No model, no routing, no validation: every message succeeds. The MQTT session is the bridge's: MQTT 5, clean
+ * With --home-automation, also what the bridge publishes for home automation, as JSON (application/json) of the
+ * bridge's shape and size: the accessory's view, retained, on R/accessories/{accessory}/view, and the command's event
+ * on R/accessories/{accessory}/events. No model, no routing, no validation: every message succeeds. The MQTT session is the bridge's: MQTT 5, clean
  * start off with a session expiry, TCP_NODELAY, a send window of 8,192 (--send-maximum) and a receive maximum of 100.
  *
  * libmosquitto's own thread runs the network loop (mosquitto_loop_start) and the callback publishes from it, as the
  * bridge does; the main thread waits for SIGINT or SIGTERM, then disconnects.
  *
  * Usage: relay [--broker mqtt://127.0.0.1:1883] [--topic-root audio] [--client-id relay]
- *              [--send-maximum 8192] [--session-expiry 86400]
+ *              [--send-maximum 8192] [--session-expiry 86400] [--home-automation]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -59,6 +61,7 @@ struct options {
     int receive_maximum;
     int keepalive;
     long session_expiry;
+    bool home_automation;
 };
 
 /* The program's state, given to libmosquitto as userdata. Touched only by libmosquitto's thread once it runs. */
@@ -68,6 +71,7 @@ struct relay {
     char subscription[MAX_TOPIC];
     char commands_topic[MAX_TOPIC];
     mosquitto_property *content_type;
+    mosquitto_property *json_type;
     uint64_t command_sequence;
     uint64_t handled;
     uint64_t refused;
@@ -78,8 +82,9 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: relay [--broker mqtt://HOST:PORT] [--topic-root R] [--client-id ID]\n"
-            "             [--send-maximum N] [--session-expiry SECONDS]\n"
-            "Answers every R/hubs/+/accessories/+/telemetry with a result, a retained state and a command.\n");
+            "             [--send-maximum N] [--session-expiry SECONDS] [--home-automation]\n"
+            "Answers every R/hubs/+/accessories/+/telemetry with a result, a retained state and a command; with\n"
+            "--home-automation also the accessory's view (retained) and the command's event, as the bridge's JSON.\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -105,6 +110,10 @@ static int parse_options(int argc, char **argv, struct options *opt)
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             usage(stdout);
             exit(0);
+        }
+        if (strcmp(arg, "--home-automation") == 0) {
+            opt->home_automation = true;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "relay: %s needs a value\n", arg);
@@ -185,23 +194,56 @@ static bool parse_topic(const struct relay *relay, const char *topic, char *hub,
     return true;
 }
 
-static void publish(struct mosquitto *mosq, struct relay *relay, const char *topic, const ProtobufCMessage *message,
-                    bool retain)
+/* Publishes `size` bytes at QoS 1 with `properties` (the content type); `size` past MAX_PAYLOAD: too large. */
+static void publish_bytes(struct mosquitto *mosq, struct relay *relay, const char *topic, const void *payload,
+                          size_t size, bool retain, const mosquitto_property *properties)
 {
-    uint8_t payload[MAX_PAYLOAD];
-    size_t size = protobuf_c_message_get_packed_size(message);
-    if (size > sizeof payload) {
+    if (size > MAX_PAYLOAD) {
         fprintf(stderr, "relay: %s: message of %zu bytes too large\n", topic, size);
         relay->publish_failures++;
         return;
     }
-    protobuf_c_message_pack(message, payload);
-    int rc = mosquitto_publish_v5(mosq, NULL, topic, (int)size, payload, 1, retain, relay->content_type);
+    int rc = mosquitto_publish_v5(mosq, NULL, topic, (int)size, payload, 1, retain, properties);
     if (rc != MOSQ_ERR_SUCCESS) {
         if (relay->publish_failures++ < 10) {
             fprintf(stderr, "relay: publish on %s: %s\n", topic, mosquitto_strerror(rc));
         }
     }
+}
+
+static void publish(struct mosquitto *mosq, struct relay *relay, const char *topic, const ProtobufCMessage *message,
+                    bool retain)
+{
+    uint8_t payload[MAX_PAYLOAD];
+    size_t size = protobuf_c_message_get_packed_size(message);
+    if (size <= sizeof payload) {
+        protobuf_c_message_pack(message, payload);
+    }
+    publish_bytes(mosq, relay, topic, payload, size, retain, relay->content_type);
+}
+
+/* --home-automation: the accessory's view (retained) and the command's event, in the bridge's JSON. */
+static void publish_home_automation(struct mosquitto *mosq, struct relay *relay, const char *hub,
+                                    const char *accessory, bool worn, const Audioaccessory__V1__SwitchCommand *command)
+{
+    char topic[MAX_TOPIC], json[MAX_PAYLOAD];
+    snprintf(topic, sizeof topic, "%s/accessories/%s/view", relay->opt.topic_root, accessory);
+    int length = snprintf(json, sizeof json,
+                          "{\"accessory\":\"%s\",\"automatic_switching\":\"ON\",\"diagnostics\":[],\"hub\":\"%s\","
+                          "\"model\":\"relay\",\"name\":\"Relay\",\"pinned_source\":\"automatic\","
+                          "\"placement\":\"%s\",\"problem\":\"OFF\",\"registration\":\"registered\","
+                          "\"routed_source\":\"%s\",\"sources\":[\"12:34:56:78:9A:BC\"],\"stale\":false,"
+                          "\"updated_at_unix_ms\":%" PRId64 ",\"worn\":\"%s\"}",
+                          accessory, hub, worn ? "on_head" : "off_head", worn ? "12:34:56:78:9A:BC" : "none",
+                          command->issued_at_unix_ms, worn ? "ON" : "OFF");
+    publish_bytes(mosq, relay, topic, json, (size_t)length, true, relay->json_type);
+    snprintf(topic, sizeof topic, "%s/accessories/%s/events", relay->opt.topic_root, accessory);
+    length = snprintf(json, sizeof json,
+                      "{\"at_unix_ms\":%" PRId64 ",\"command_id\":\"%s\",\"event_type\":\"%s\","
+                      "\"reason\":\"%s\",\"sequence\":%" PRIu64 ",\"source\":\"12:34:56:78:9A:BC\"}",
+                      command->issued_at_unix_ms, command->command_id, worn ? "route_to_accessory" : "pause",
+                      worn ? "put_on" : "taken_off", command->sequence);
+    publish_bytes(mosq, relay, topic, json, (size_t)length, false, relay->json_type);
 }
 
 static void on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *msg,
@@ -272,6 +314,9 @@ static void on_message(struct mosquitto *mosq, void *userdata, const struct mosq
     snprintf(topic, sizeof topic, "%s/accessories/%s/state", relay->opt.topic_root, accessory);
     publish(mosq, relay, topic, &state.base, true);
     publish(mosq, relay, relay->commands_topic, &command.base, false);
+    if (relay->opt.home_automation) {
+        publish_home_automation(mosq, relay, hub, accessory, worn, &command);
+    }
 
     audioaccessory__v1__accessory_telemetry__free_unpacked(telemetry, NULL);
 }
@@ -433,13 +478,18 @@ int main(int argc, char **argv)
         return 1;
     }
     rc = mosquitto_property_add_string(&relay.content_type, MQTT_PROP_CONTENT_TYPE, "application/protobuf");
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = mosquitto_property_add_string(&relay.json_type, MQTT_PROP_CONTENT_TYPE, "application/json");
+    }
     if (rc != MOSQ_ERR_SUCCESS) {
         fprintf(stderr, "relay: content type property: %s\n", mosquitto_strerror(rc));
+        mosquitto_property_free_all(&relay.content_type);
         mosquitto_lib_cleanup();
         return 1;
     }
     int status = run(&relay);
     mosquitto_property_free_all(&relay.content_type);
+    mosquitto_property_free_all(&relay.json_type);
     mosquitto_lib_cleanup();
     free(relay.opt.host);
     return status;

@@ -9,6 +9,9 @@
 #   after SECONDS (default 1800) with a warning.
 # middle
 #   The median of the numbers on standard input, one per line.
+# relay_home_automation BRIDGE_ARG...
+#   Prints --home-automation (for Benchmarks/Relay: the views and events the bridge publishes for home automation)
+#   unless the bridge's arguments turn home automation off, so that both sides publish the same messages.
 
 require_built() {
     local script=$1 target=$2 bin
@@ -38,4 +41,12 @@ wait_idle() {
 
 middle() {
     sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+relay_home_automation() {
+    local arg
+    for arg in "$@"; do
+        [ "$arg" != --no-home-automation ] || return 0
+    done
+    echo --home-automation
 }
