@@ -110,16 +110,18 @@ both() { jq -rs "map($1) | add" <<<"$flood"$'\n'"$paced"; }
 results=$work/results.tsv
 # One line per round and side; the columns that median and row below read by number.
 printf '%s\t' round side throughput cpu_us broker_us flood_p50 flood_p99 rate p50 p99 lost dup fail >"$results"
-printf '%s\t' rss_mb paced_cpu_us >>"$results"
-echo paced_broker_us >>"$results"
+printf '%s\t' rss_mb paced_cpu_us paced_broker_us >>"$results"
+echo paced_steal >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at $pace% of the relay's flood;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "bench-e2e: relay ${relay_args[*]:-(no options)}; bridge ${bridge_args[*]:-(no options)}"
 echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
-    "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM)"
-printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s\n' round side 'results/s' 'cpu_us' \
-    'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' 'paced_cpu' 'paced_brk'
+    "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM);" \
+    "steal% is the machine's time the hypervisor took during the paced run (a disturbed round shows there)"
+printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s %6s\n' round side 'results/s' \
+    'cpu_us' 'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' 'paced_cpu' \
+    'paced_brk' 'steal%'
 paced_rate=
 reports=()
 for round in $(seq "$rounds"); do
@@ -141,7 +143,9 @@ for round in $(seq "$rounds"); do
         if [ "$side" = relay ]; then
             paced_rate=$(json "$flood" ".throughput * $pace / 100 | floor")
         fi
+        ticks=$(machine_ticks)
         paced=$(load "$root" "$paced_rate")
+        steal=$(steal_percent "$ticks" "$(machine_ticks)")
         rss=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$server/status")
         stop_server "$side"
         row=("$round" "$side"
@@ -149,9 +153,10 @@ for round in $(seq "$rounds"); do
             "$(json "$flood" '.broker_cpu_us')" "$(json "$flood" '.p50_ms')" "$(json "$flood" '.p99_ms')"
             "$paced_rate" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
             "$(both .lost)" "$(both .duplicated)" "$(both '.failed + .unexpected')"
-            "$rss" "$(json "$paced" '.server_cpu_us')" "$(json "$paced" '.broker_cpu_us')")
+            "$rss" "$(json "$paced" '.server_cpu_us')" "$(json "$paced" '.broker_cpu_us')" "$steal")
         (IFS=$'\t'; echo "${row[*]}") >>"$results"
-        printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s %10.2f %9.2f\n' "${row[@]}"
+        printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s %10.2f %9.2f %6s\n' \
+            "${row[@]}"
     done
 done
 
@@ -163,11 +168,14 @@ median() {
 echo
 echo "bench-e2e: per round, bridge/relay"
 awk -F'\t' -v pace="$pace" 'NR > 1 {
-        r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; n = $1 }
+        r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; r[$1, $2, "s"] = $17
+        n = $1 }
     END { for (i = 1; i <= n; i++)
-        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %d%% %.2f  cpu/report at %d%% %.2f\n", i,
+        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %d%% %.2f  cpu/report at %d%% %.2f" \
+            "  (steal %s%%, %s%%)\n", i,
             r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
-            pace, r[i, "bridge", "p"] / r[i, "relay", "p"], pace, r[i, "bridge", "q"] / r[i, "relay", "q"] }' "$results"
+            pace, r[i, "bridge", "p"] / r[i, "relay", "p"], pace, r[i, "bridge", "q"] / r[i, "relay", "q"],
+            r[i, "relay", "s"], r[i, "bridge", "s"] }' "$results"
 # The median of the rounds' own ratios: a round's two sides run one after the other, within two minutes, while a run
 # takes five, so a machine that drifts during a run (this one does, by more than the targets' margins) moves the two
 # sides of a round alike, and the two columns of medians below less alike.

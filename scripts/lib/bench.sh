@@ -9,6 +9,11 @@
 #   after SECONDS (default 1800) with a warning.
 # middle
 #   The median of the numbers on standard input, one per line.
+# machine_ticks
+#   The machine's CPU time so far from /proc/stat, in ticks: "STEAL TOTAL" (for steal_percent).
+# steal_percent BEFORE AFTER
+#   The share of the machine's time the hypervisor took (steal) between two machine_ticks: a shared VM's vCPUs stop
+#   now and then, and whatever runs then (often the broker) looks as if it ran for the whole pause.
 # relay_home_automation BRIDGE_ARG...
 #   Prints --home-automation (for Benchmarks/Relay: the views and events the bridge publishes for home automation)
 #   unless the bridge's arguments turn home automation off, so that both sides publish the same messages.
@@ -49,4 +54,12 @@ relay_home_automation() {
         [ "$arg" != --no-home-automation ] || return 0
     done
     echo --home-automation
+}
+
+machine_ticks() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
+
+steal_percent() {
+    local before=($1) after=($2)
+    awk -v steal=$((after[0] - before[0])) -v total=$((after[1] - before[1])) \
+        'BEGIN { printf "%.1f", (total > 0 ? 100 * steal / total : 0) }'
 }
