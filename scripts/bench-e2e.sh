@@ -24,6 +24,10 @@
 #   BRIDGE naming the binaries (defaults: .build-e2e/relay, .build-e2e/loadgen, .build-e2e/release/accessory-bridge).
 #   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100"). Unless BRIDGE_ARGS has
 #   --no-home-automation, the relay publishes the bridge's home-automation views and events too (--home-automation).
+#   STEAL_MAX (2): a round in which the hypervisor took more than STEAL_MAX% of the machine during either side's paced
+#   run is measured again, both sides (at most RETRIES times, 3; then it is kept, and said so). STEAL_MAX= keeps every
+#   round. The machine is a shared VM: in one run of 9 rounds, three had 17-26% steal and p99s of 60-147 ms on both
+#   sides, where the others had 5-21 ms.
 #   PERF=1: `perf record -a -g` (cpu-clock, the whole machine: server, broker and loadgen) during each side's flood
 #   (set-up included) in the last round, into PERF_DIR (.build-e2e/perf); the command that reads each is printed.
 #   Profiling costs some throughput, so the figures of that round are a little off.
@@ -44,6 +48,8 @@ read -ra bridge_args <<<"${BRIDGE_ARGS:-}"
 . scripts/lib/bench.sh
 read -ra relay_ha <<<"$(relay_home_automation "${bridge_args[@]}")"
 relay_args+=("${relay_ha[@]}")
+steal_max=${STEAL_MAX-2}
+retries=${RETRIES:-3}
 perf=${PERF:-0}
 perf_dir=${PERF_DIR:-.build-e2e/perf}
 require_built bench-e2e bench-e2e "$relay_bin" "$loadgen_bin" "$bridge_bin"
@@ -115,7 +121,8 @@ echo paced_steal >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at $pace% of the relay's flood;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "bench-e2e: relay ${relay_args[*]:-(no options)}; bridge ${bridge_args[*]:-(no options)}"
+echo "bench-e2e: relay ${relay_args[*]:-(no options)}; bridge ${bridge_args[*]:-(no options)};" \
+    "${steal_max:+a round with more than $steal_max% steal is measured again (at most $retries times)}"
 echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's CPU per report during the flood;" \
     "p50_ms, p99_ms, paced_cpu and paced_brk (the broker's) are at the paced rate; rss_MB is the peak (VmHWM);" \
     "steal% is the machine's time the hypervisor took during the paced run (a disturbed round shows there)"
@@ -124,9 +131,15 @@ printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s %6s\
     'paced_brk' 'steal%'
 paced_rate=
 reports=()
-for round in $(seq "$rounds"); do
+discarded=$work/discarded.tsv
+: >"$discarded"
+round=1
+try=0
+while [ "$round" -le "$rounds" ]; do
+    rows=()
+    disturbed=
     for side in relay bridge; do
-        root=e2e$round${side:0:1}
+        root=e2e$round${side:0:1}$try
         start_server "$side" "$root"
         profile=
         if [ "$perf" = 1 ] && [ "$round" = "$rounds" ]; then
@@ -154,10 +167,23 @@ for round in $(seq "$rounds"); do
             "$paced_rate" "$(json "$paced" '.p50_ms')" "$(json "$paced" '.p99_ms')"
             "$(both .lost)" "$(both .duplicated)" "$(both '.failed + .unexpected')"
             "$rss" "$(json "$paced" '.server_cpu_us')" "$(json "$paced" '.broker_cpu_us')" "$steal")
-        (IFS=$'\t'; echo "${row[*]}") >>"$results"
+        rows+=("$(IFS=$'\t'; echo "${row[*]}")")
         printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s %10.2f %9.2f %6s\n' \
             "${row[@]}"
+        if [ -n "$steal_max" ] && awk -v s="$steal" -v m="$steal_max" 'BEGIN { exit !(s > m) }'; then
+            disturbed="$disturbed $side ($steal%)"
+        fi
     done
+    try=$((try + 1))
+    if [ -n "$disturbed" ] && [ "$try" -le "$retries" ]; then
+        echo "round $round: the hypervisor took more than $steal_max% during$disturbed: measured again"
+        printf '%s\n' "${rows[@]}" >>"$discarded"
+        continue
+    fi
+    [ -z "$disturbed" ] || echo "round $round: kept after $retries retries, still disturbed:$disturbed"
+    printf '%s\n' "${rows[@]}" >>"$results"
+    round=$((round + 1))
+    try=0
 done
 
 # median SIDE COLUMN: the median of that column over the rounds.
@@ -213,7 +239,8 @@ if [ "$perf" = 1 ]; then
     echo "bench-e2e: profiles of round $rounds's floods:"
     printf '  %s\n' "${reports[@]}"
 fi
-if awk -F'\t' 'NR > 1 && ($11 > 0 || $12 > 0 || $13 > 0) { bad = 1 } END { exit !bad }' "$results"; then
+if cat "$results" "$discarded" | awk -F'\t' 'NR > 1 && ($11 > 0 || $12 > 0 || $13 > 0) { bad = 1 } END { exit !bad }'
+then
     echo "bench-e2e: some runs lost, duplicated or failed results (columns lost, dup, fail)" >&2
     exit 1
 fi
