@@ -37,8 +37,10 @@ cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
 pace=${PACE:-50}
-case $pace in ''|*[!0-9]*) echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2; exit 2;; esac
-[ "$pace" -ge 1 ] && [ "$pace" -le 100 ] || { echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2; exit 2; }
+if ! [[ $pace =~ ^[0-9]+$ ]] || [ "$pace" -lt 1 ] || [ "$pace" -gt 100 ]; then
+    echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2
+    exit 2
+fi
 accessories=${ACCESSORIES:-1000}
 relay_bin=${RELAY:-.build-e2e/relay}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}

@@ -10,8 +10,9 @@
  *   - one SwitchCommand on R/sources/123456789abc/commands.
  * With --home-automation, also what the bridge publishes for home automation, as JSON (application/json) of the
  * bridge's shape and size: the accessory's view, retained, on R/accessories/{accessory}/view, and the command's event
- * on R/accessories/{accessory}/events. No model, no routing, no validation: every message succeeds. The MQTT session is the bridge's: MQTT 5, clean
- * start off with a session expiry, TCP_NODELAY, a send window of 8,192 (--send-maximum) and a receive maximum of 100.
+ * on R/accessories/{accessory}/events. No model, no routing, no validation: every message succeeds. The MQTT session
+ * is the bridge's: MQTT 5, clean start off with a session expiry, TCP_NODELAY, a send window of 8,192
+ * (--send-maximum) and a receive maximum of 100.
  *
  * libmosquitto's own thread runs the network loop (mosquitto_loop_start) and the callback publishes from it, as the
  * bridge does; the main thread waits for SIGINT or SIGTERM, then disconnects.

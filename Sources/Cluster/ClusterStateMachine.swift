@@ -241,7 +241,7 @@ public struct ClusterStateMachine: Sendable {
             return [.release(slot: slot, epoch: epoch)]
         }
         claims[slot] = Claim(holder: member, epoch: epoch)
-        if ownerElsewhere(slot) != nil {
+        if Rendezvous.owner(of: slot, among: live) != member {
             // Its owner joined while the claim was on its way (a member that came back with a new lease): the slot is
             // let go unstarted, and its owner claims it once the claim is deleted.
             holdings[slot] = .releasing(epoch: epoch)
@@ -384,25 +384,21 @@ public struct ClusterStateMachine: Sendable {
         return actions
     }
 
-    /// The live member other than this one that owns `slot` now, if any.
-    private func ownerElsewhere(_ slot: Int) -> String? {
-        guard let owner = Rendezvous.owner(of: slot, among: members.union([member])), owner != member,
-            members.contains(owner)
-        else { return nil }
-        return owner
-    }
+    /// Who may own a slot: the live members and this one (a slot this member does not own, a live other does).
+    private var live: Set<String> { members.union([member]) }
 
     /// Claims what is this member's and free; hands over what another live member owns now.
     private mutating func reconcile() -> [Action] {
         guard case .running(let lease) = phase else { return [] }
+        let live = live
         var actions: [Action] = []
         for slot in 0..<slotCount {
-            if Rendezvous.owner(of: slot, among: members.union([member])) == member {
+            if Rendezvous.owner(of: slot, among: live) == member {
                 if holdings[slot] == nil, claims[slot] == nil {
                     holdings[slot] = .claiming
                     actions.append(.claim(slot: slot, lease: lease))
                 }
-            } else if ownerElsewhere(slot) != nil {
+            } else {
                 switch holdings[slot] {
                 case .starting(let epoch), .serving(let epoch):
                     holdings[slot] = .releasing(epoch: epoch)

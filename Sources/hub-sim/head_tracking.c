@@ -2,10 +2,10 @@
  * --head-tracking HZ. The hubs' side: each hub's head-tracking handler keeps its accessories' sessions as the SDK tells
  * them, and a streamer thread per hub (each hub is a device of its own), which runs the hub's loop meanwhile, sends
  * every accessory of its hub in session with head tracking on a synthetic IMU report HZ times a second, in the style of
- * Android's head-tracker HID report (a rotation vector, an angular velocity, a discontinuity count: 13 bytes). The devices' side, as hosts: each keeps per
- * accessory the order of the last session news it took (dropping older news) and its current session; it renders the
- * frames of that session only, from that hub only, measuring each one's latency (the hosts and the hubs share this
- * machine's clock), and drops and counts the others.
+ * Android's head-tracker HID report (a rotation vector, an angular velocity, a discontinuity count: 13 bytes). The
+ * devices' side, as hosts: each keeps per accessory the order of the last session news it took (dropping older news)
+ * and its current session; it renders the frames of that session only, from that hub only, measuring each one's
+ * latency (the hosts and the hubs share this machine's clock), and drops and counts the others.
  * A route change is timed at its new host: from the ROUTE command it takes (while measuring) to the first frame it
  * renders for that accessory; the frames of a session a host has seen end, still arriving, are counted as late.
  * --verify then fails on a frame rendered outside its session, a session active on two hosts at once, and a session

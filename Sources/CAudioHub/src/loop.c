@@ -63,6 +63,12 @@ void ah_wake_loop(struct audiohub *hub)
     }
 }
 
+/* A libmosquitto call's code, MOSQ_ERR_NO_CONN when it succeeded but closed the socket. */
+static int connection_kept(struct audiohub *hub, int rc)
+{
+    return rc == MOSQ_ERR_SUCCESS && mosquitto_socket(hub->mosq) < 0 ? MOSQ_ERR_NO_CONN : rc;
+}
+
 /* One turn on the socket: poll it and the wake-up pipe for at most `wait` ms, then read what came, write what is
  * queued, and libmosquitto's housekeeping. Returns libmosquitto's code (MOSQ_ERR_ERRNO when poll failed). */
 static int service(struct audiohub *hub, int wait)
@@ -95,17 +101,11 @@ static int service(struct audiohub *hub, int wait)
     int rc = MOSQ_ERR_SUCCESS;
     /* A TLS handshake goes on in libmosquitto's read, whichever way the socket became ready. */
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 || (hub->tls && fds[0].revents != 0)) {
-        rc = mosquitto_loop_read(hub->mosq, 1);
-        if (rc == MOSQ_ERR_SUCCESS && mosquitto_socket(hub->mosq) < 0) {
-            rc = MOSQ_ERR_NO_CONN;
-        }
+        rc = connection_kept(hub, mosquitto_loop_read(hub->mosq, 1));
     }
     /* What came in may have queued packets (an acknowledgement, a request sent again from a callback). */
     if (rc == MOSQ_ERR_SUCCESS && mosquitto_want_write(hub->mosq)) {
-        rc = mosquitto_loop_write(hub->mosq, 1);
-        if (rc == MOSQ_ERR_SUCCESS && mosquitto_socket(hub->mosq) < 0) {
-            rc = MOSQ_ERR_NO_CONN;
-        }
+        rc = connection_kept(hub, mosquitto_loop_write(hub->mosq, 1));
     }
     return rc == MOSQ_ERR_SUCCESS ? mosquitto_loop_misc(hub->mosq) : rc;
 }

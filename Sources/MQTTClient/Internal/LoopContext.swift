@@ -2,10 +2,9 @@
 /// ``ThreadBound`` value that checks every access (debug builds) and that callers reach as `loop.machine`,
 /// `loop.connack`, …. The handler and `receiving` are set once before that thread starts, and read by
 /// ``ClientCore/release()`` after it ended.
-@dynamicMemberLookup
 // @unchecked Sendable: `state` is the network thread's (ThreadBound checks it, debug builds); `handler` and
 // `receiving` are set before that thread starts and read after it ended (above), unchecked.
-final class LoopContext: @unchecked Sendable {
+@dynamicMemberLookup final class LoopContext: @unchecked Sendable {
     /// The handler: set by start() before the network thread exists, then used on that thread alone (and by
     /// release(), after it ended).
     var handler: (any MQTTClientHandler)?
