@@ -7,6 +7,8 @@
 #    CPU per report (summed) and the broker's, against one member's. Without fan-out, both stay near 1.0x (the
 #    issue's bound: 1.15x). ROUNDS (3) rounds, each through the four shapes in turn; the ratios are the median of the
 #    rounds' own ratios (as bench-e2e's): one 20 s window on this 2-core machine varies by more than the bound.
+#    SHAPES (single 1 2 3 1@64 1@256) names them: N members of 12 slots, or N@SLOTS; with more slots than hubs, the
+#    hubs are spread over them and the other slots idle (what a slot costs that serves nothing counts).
 # 2. Failover: 3 members under a light hub-sim load; KILLS times, one member is SIGKILLed (in turn) and started again a
 #    second later; how long until each of its slots is served again (p50, p99, max over every slot of every kill).
 # 3. Rebuild at scale (REBUILD_ACCESSORIES, 1,000,000; 0 skips it): that many accessories over 64 slots, set up
@@ -14,7 +16,7 @@
 #    largest slot's rebuild.
 #
 # Usage: make bench-cluster [HUBS=12] [ACCESSORIES=100] [RATE=3000] [DURATION=20] [ROUNDS=3] [KILLS=20]
-#        [REBUILD_ACCESSORIES=1000000]
+#        [REBUILD_ACCESSORIES=1000000] [SHAPES="single 1 2 3 1@64 1@256"]
 #   (builds a release bridge and the loadgen into .build-e2e first, and hub-sim), or this script with BRIDGE, LOADGEN
 #   and HUB_SIM naming the binaries.
 set -euo pipefail
@@ -28,6 +30,7 @@ rounds=${ROUNDS:-3}
 kills=${KILLS:-20}
 big=${REBUILD_ACCESSORIES:-1000000}
 slots=12
+shapes=${SHAPES:-single 1 2 3 1@64 1@256}
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
 hub_sim=${HUB_SIM:-$(make -s hub-sim)}
@@ -106,8 +109,12 @@ echo "bench-cluster: mosquitto on 127.0.0.1:$port, etcd on $etcd_url; $hubs hubs
 printf '%-5s %-8s %10s %12s %12s %8s %8s %6s\n' round members 'reports/s' 'cpu_us/rep' 'broker_us/rep' 'p50_ms' 'p99_ms' lost
 declare -A member_cpu broker_cpu
 for round in $(seq "$rounds"); do
-for n in single 1 2 3; do
-    cluster=fan$n-r$round
+for shape in $shapes; do
+    # N or N@SLOTS: N members serving SLOTS slots (12 by default).
+    n=${shape%@*}
+    count=$slots
+    [[ $shape != *@* ]] || count=${shape#*@}
+    cluster=fan${shape/@/s}-r$round
     if [ "$n" = single ]; then
         "$bridge_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster" --client-id "bench-$cluster" \
             --http-port 0 --no-home-automation --log-level warning 2>"$work/$cluster.log" &
@@ -115,15 +122,16 @@ for n in single 1 2 3; do
         pids+=($!)
         pid_of[single]=$!
     else
-        for i in $(seq "$n"); do start_member "$cluster" "f$n-$i" "$slots"; done
-        wait_served "$cluster" "$slots"
+        for i in $(seq "$n"); do start_member "$cluster" "f$n-$i" "$count"; done
+        wait_served "$cluster" "$count"
     fi
     sleep 2
     rm -f "$work"/ready-*
     loads=()
     for k in $(seq 0 $((hubs - 1))); do
-        slot=$((k % slots))
-        hub=$(hub_in_slot "$cluster-h$k-" "$slot" "$slots")
+        # Spread over the slots (the others idle).
+        slot=$((k * count / hubs % count))
+        hub=$(hub_in_slot "$cluster-h$k-" "$slot" "$count")
         root=bench-$cluster/slots/$slot
         [ "$n" != single ] || root=bench-$cluster
         # Each hub (a household) has a playing device of its own: one device every hub listed would be shared by
@@ -150,10 +158,10 @@ for n in single 1 2 3; do
         lost: (map(.lost) | add), p50: (map(.p50_ms) | max), p99: (map(.p99_ms) | max)}')
     throughput=$(jq -r .throughput <<<"$summary")
     reports=$(echo "$throughput * $window" | bc -l)
-    member_cpu[$n,$round]=$(echo "($after_members - $before_members) / $ticks_per_second * 1000000 / $reports" | bc -l)
-    broker_cpu[$n,$round]=$(echo "($after_broker - $before_broker) / $ticks_per_second * 1000000 / $reports" | bc -l)
-    printf '%-5s %-8s %10.0f %12.1f %12.1f %8.2f %8.2f %6s\n' "$round" "$n" "$throughput" "${member_cpu[$n,$round]}" \
-        "${broker_cpu[$n,$round]}" "$(jq -r .p50 <<<"$summary")" "$(jq -r .p99 <<<"$summary")" "$(jq -r .lost <<<"$summary")"
+    member_cpu[$shape,$round]=$(echo "($after_members - $before_members) / $ticks_per_second * 1000000 / $reports" | bc -l)
+    broker_cpu[$shape,$round]=$(echo "($after_broker - $before_broker) / $ticks_per_second * 1000000 / $reports" | bc -l)
+    printf '%-5s %-8s %10.0f %12.1f %12.1f %8.2f %8.2f %6s\n' "$round" "$shape" "$throughput" "${member_cpu[$shape,$round]}" \
+        "${broker_cpu[$shape,$round]}" "$(jq -r .p50 <<<"$summary")" "$(jq -r .p99 <<<"$summary")" "$(jq -r .lost <<<"$summary")"
     stop_members
 done
 done
@@ -166,9 +174,14 @@ ratios() {
     for round in $(seq "$rounds"); do each+=("$(echo "${cpu[$2,$round]} / ${cpu[$3,$round]}" | bc -l)"); done
     printf '%.3fx (rounds %s)' "$(printf '%s\n' "${each[@]}" | middle)" "$(printf '%.3f ' "${each[@]}" | sed 's/ $//')"
 }
-echo "a 1-member cluster / a single bridge: member $(ratios member 1 single), broker $(ratios broker 1 single)"
-for n in 2 3; do
-    echo "fan-out $n members / 1: members $(ratios member "$n" 1), broker $(ratios broker "$n" 1)"
+for shape in $shapes; do
+    case $shape in
+    single) ;;
+    1) echo "a 1-member cluster / a single bridge: member $(ratios member 1 single), broker $(ratios broker 1 single)" ;;
+    1@*) echo "a 1-member cluster of ${shape#*@} slots / a single bridge: member $(ratios member "$shape" single)," \
+        "broker $(ratios broker "$shape" single)" ;;
+    *) echo "fan-out $shape members / 1: members $(ratios member "$shape" 1), broker $(ratios broker "$shape" 1)" ;;
+    esac
 done
 
 # --- 2. Failover gaps --------------------------------------------------------------------------------------------

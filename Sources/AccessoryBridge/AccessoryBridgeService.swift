@@ -26,6 +26,9 @@ public final class AccessoryBridgeService: Service {
     /// The hubs' and accessories' topic root: the configured one, or the slot's.
     private let root: TopicRoot
     private let offlineStatus: @Sendable () -> MQTTMessage
+    /// Home automation's availability needs a connection of its own (an ``AvailabilityBeacon``): the bridge's one
+    /// connection carries the BridgeStatus's will (`--no-publishing-session`).
+    private let availabilityOnItsOwn: Bool
     private let rebuilt = Atomic(false)
     private let stopping = StopSignal()
     /// A slot's session hands nothing to the processor until the slot is rebuilt.
@@ -38,12 +41,14 @@ public final class AccessoryBridgeService: Service {
     ///   - metrics: where the counters go (the bootstrapped metrics system by default).
     ///   - instanceID: distinguishes this run's command ids from earlier runs' (random by default).
     ///   - slot: in a cluster, the slot served (its client id is the configuration's); `nil`: every hub.
+    ///   - loops: the network threads its connections share with others' (a cluster's slots); `nil`: a thread of
+    ///     its own.
     ///   - onServing: called once rebuilt, when it serves.
     public init(
         configuration: BridgeConfiguration, logger: Logger, clock: WallClock = .system,
         metrics: any MetricsFactory = MetricsSystem.factory,
         instanceID: String = String(UInt32.random(in: .min ... .max), radix: 16), slot: ServedSlot? = nil,
-        sharedDevices: SharedDeviceLink? = nil, onServing: (@Sendable () -> Void)? = nil
+        sharedDevices: SharedDeviceLink? = nil, loops: MQTTLoopGroup? = nil, onServing: (@Sendable () -> Void)? = nil
     ) throws(MQTTError) {
         self.configuration = configuration
         self.clock = clock
@@ -63,22 +68,28 @@ public final class AccessoryBridgeService: Service {
         mqtt.sessionExpiry = configuration.sessionExpiry
         let statuses = BridgeStatuses(root: root, format: configuration.payloadFormat, version: configuration.version)
         let will = statuses.status(online: false, since: startedAt)
+        var online = [statuses.status(online: true, since: startedAt)]
         if configuration.publishingSession {
             // What the bridge publishes leaves through a session of its own, so that the bridge can stop reading while
             // the broker is slower than the telemetry: what it does not read waits at the broker, in its persistent
-            // session, rather than being answered late or not at all. The will goes with what publishes the status.
+            // session, rather than being answered late or not at all. The will goes with what publishes the status;
+            // the receiving session's is home automation's availability (a connection has one will).
             var publishing = mqtt.publishingSession
             publishing.will = will
-            client = try MQTTClient(configuration: mqtt, publishingSession: publishing, logger: logger)
+            if configuration.homeAutomation {
+                mqtt.will = statuses.availability(online: false)
+                online.append(statuses.availability(online: true))
+            }
+            client = try MQTTClient(configuration: mqtt, publishingSession: publishing, loops: loops, logger: logger)
         } else {
             mqtt.will = will
-            client = try MQTTClient(configuration: mqtt, logger: logger)
+            client = try MQTTClient(configuration: mqtt, loops: loops, logger: logger)
         }
         offlineStatus = { statuses.status(online: false, since: clock.now) }
+        availabilityOnItsOwn = configuration.homeAutomation && !configuration.publishingSession
         processor = MessageProcessor(
             configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,
-            metrics: metrics, onlineStatus: statuses.status(online: true, since: startedAt), slot: slot,
-            sharedDevices: sharedDevices)
+            metrics: metrics, onlineStatus: online, slot: slot, sharedDevices: sharedDevices)
         sharedDevices?.onPost { [client] in client.wakeHandler() }
         held = slot.map { [processor] _ in HeldHandler(processor) }
     }
@@ -158,7 +169,7 @@ public final class AccessoryBridgeService: Service {
         }
         rebuilt.store(true, ordering: .releasing)
         onServing?()
-        let beacon = try configuration.homeAutomation
+        let beacon = try availabilityOnItsOwn
             ? AvailabilityBeacon(configuration: configuration, root: root, logger: logger) : nil
         await untilStopped()
 
@@ -172,6 +183,9 @@ public final class AccessoryBridgeService: Service {
             await processor.shutdown.wait(timeout: .seconds(1))
         }
         _ = try? client.publish(offlineStatus())
+        if configuration.homeAutomation, !availabilityOnItsOwn {
+            _ = try? client.publish(BridgeStatuses.availability(online: false, under: root))
+        }
         await beacon?.stop()
     }
 
@@ -319,36 +333,44 @@ struct BridgeStatuses: Sendable {
             topic: Topic.bridgeStatus.name(under: root), payload: WireCodec().encode(status, as: format),
             qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
     }
+
+    /// `R/bridge/availability`: home automation's "online" or "offline", retained.
+    func availability(online: Bool) -> MQTTMessage {
+        Self.availability(online: online, under: root)
+    }
+
+    static func availability(online: Bool, under root: TopicRoot) -> MQTTMessage {
+        MQTTMessage(
+            topic: Topic.bridgeAvailability.name(under: root), payload: Array((online ? "online" : "offline").utf8),
+            qos: .atLeastOnce, retain: true)
+    }
 }
 
-/// `R/bridge/availability` for home automation: "online" (retained) on a connection of its own, whose will says
-/// "offline" — the bridge's own connection's will is its BridgeStatus, and a connection has one will. Home Assistant's
-/// entities are unavailable whenever this says offline.
+/// `R/bridge/availability` for home automation when the bridge has one connection (`--no-publishing-session`), whose
+/// will is its BridgeStatus: "online" (retained) on a connection of its own, whose will says "offline". (With the
+/// publishing session, the receiving session's will says it, and the processor publishes "online" on every
+/// connection.) Home Assistant's entities are unavailable whenever this says offline.
 final class AvailabilityBeacon: Sendable {
     private let client: MQTTClient
-    private let topic: String
+    private let root: TopicRoot
 
     init(configuration: BridgeConfiguration, root: TopicRoot, logger: Logger) throws(MQTTError) {
-        topic = Topic.bridgeAvailability.name(under: root)
+        self.root = root
         var mqtt = configuration.mqtt
         mqtt.clientID += "-availability"
         mqtt.cleanStart = true
         mqtt.sessionExpiry = nil
-        mqtt.will = Self.message("offline", on: topic)
+        mqtt.will = BridgeStatuses.availability(online: false, under: root)
         client = try MQTTClient(configuration: mqtt, logger: logger)
-        let (client, topic) = (client, topic)
+        let client = client
         try client.start(onEvent: { event in
-            if case .connected = event { _ = try? client.publish(Self.message("online", on: topic)) }
+            if case .connected = event { _ = try? client.publish(BridgeStatuses.availability(online: true, under: root)) }
         }, onMessage: { _ in })
     }
 
     /// Says offline and disconnects (the will is for when the process dies).
     func stop() async {
-        _ = try? client.publish(Self.message("offline", on: topic))
+        _ = try? client.publish(BridgeStatuses.availability(online: false, under: root))
         await client.close()
-    }
-
-    private static func message(_ text: String, on topic: String) -> MQTTMessage {
-        MQTTMessage(topic: topic, payload: Array(text.utf8), qos: .atLeastOnce, retain: true)
     }
 }

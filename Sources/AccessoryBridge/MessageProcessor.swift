@@ -45,8 +45,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     let logger: Logger
     let metrics: BridgeMetrics
     let outbox: Outbox
-    /// Published on every (re)connection: the bridge's retained online status.
-    private let onlineStatus: MQTTMessage?
+    /// Published on every (re)connection: the bridge's retained online status (and its availability for home
+    /// automation, when the receiving session's will says offline).
+    private let onlineStatus: [MQTTMessage]
     /// What home automation reads (views, events, availability, Home Assistant discovery); `nil` when turned off.
     var homeAutomation: HomeAutomationStateMachine?
     /// The requests handed to the core and not answered yet, oldest first: the core answers each exactly once, in
@@ -74,7 +75,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// - Parameter slot: in a cluster, the slot served (its topics, its hubs, its epoch); `nil` for one bridge.
     public init(
         configuration: BridgeConfiguration, instanceID: String, publisher: any MessagePublisher, clock: WallClock,
-        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: MQTTMessage? = nil, slot: ServedSlot? = nil,
+        logger: Logger, metrics factory: any MetricsFactory, onlineStatus: [MQTTMessage] = [], slot: ServedSlot? = nil,
         sharedDevices: SharedDeviceLink? = nil
     ) {
         self.sharedDevices = sharedDevices
@@ -132,7 +133,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         case .connected(let sessionPresent):
             logger.info("connected to the broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
             metrics.brokerConnected.record(1)
-            if let onlineStatus { outbox.publish(onlineStatus) }
+            for message in onlineStatus { outbox.publish(message) }
             resumePublishing()
             if connectedBefore {
                 metrics.reconnects.increment()

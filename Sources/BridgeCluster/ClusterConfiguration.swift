@@ -12,6 +12,8 @@ public struct ClusterConfiguration: Sendable {
     public var name: String = "audio"
     /// How many slots the work is split into; every hub and tool of the cluster must use the same number.
     public var slots = ClusterSlots(64)!
+    /// How many network threads run the member's slots' connections (``MQTTLoopGroup``): by default one per core.
+    public var networkLoops = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// This member's name: unique in the cluster (by default the host's name and the process id).
     public var member: String = ClusterConfiguration.defaultMember
     /// TLS towards etcd (production: a client certificate).

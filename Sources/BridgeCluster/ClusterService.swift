@@ -4,6 +4,7 @@ import Cluster
 import CoreMetrics
 import Logging
 import Metrics
+import MQTTClient
 import ServiceLifecycle
 import Synchronization
 
@@ -29,6 +30,8 @@ public final class ClusterService: Service {
     /// What the member serves, and why not more: for `/health/ready`.
     private let health = Mutex(Health())
     private let running = Mutex<[Int: RunningSlot]>([:])
+    /// The network threads every served slot's sessions share.
+    private let loops: MQTTLoopGroup
 
     private struct Health {
         var reasons = ["not started"]
@@ -77,7 +80,8 @@ public final class ClusterService: Service {
     public init(
         configuration: ClusterConfiguration, bridge: BridgeConfiguration, store: any CoordinationStore, logger: Logger,
         metrics: any MetricsFactory = MetricsSystem.factory
-    ) {
+    ) throws(MQTTError) {
+        loops = try MQTTLoopGroup(count: configuration.networkLoops)
         self.configuration = configuration
         self.bridge = bridge
         self.store = store
@@ -433,7 +437,7 @@ public final class ClusterService: Service {
         do {
             service = try AccessoryBridgeService(
                 configuration: configuration, logger: logger, metrics: metricsFactory, slot: served,
-                sharedDevices: sharedDevices,
+                sharedDevices: sharedDevices, loops: loops,
                 onServing: {
                     logger.info(
                         "serving a slot",

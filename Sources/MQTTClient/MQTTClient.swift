@@ -2,6 +2,14 @@ import CMosquitto
 import Logging
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// An MQTT 5 client over libmosquitto, with automatic reconnection.
 ///
 /// - Everything the client calls — messages, connection changes, wake-ups — goes to one ``MQTTClientHandler``, given
@@ -29,10 +37,17 @@ public final class MQTTClient: Sendable {
     /// up). What it does not read waits at the broker, which acknowledged it to its sender; on one connection the
     /// acknowledgements of what it publishes would wait behind that too. The handler hears of one connection: up once
     /// both are, down when either goes; ``MQTTEvent/queueDrained`` is the publishing session's.
+    ///
+    /// With `loops`, the client's connections are run by one of the group's network loops, beside other clients'
+    /// (the loop with the fewest clients); without, by a network thread of its own.
     public init(
-        configuration: MQTTConfiguration, publishingSession: MQTTConfiguration? = nil, logger: Logger
+        configuration: MQTTConfiguration, publishingSession: MQTTConfiguration? = nil, loops: MQTTLoopGroup? = nil,
+        logger: Logger
     ) throws(MQTTError) {
-        core = try ClientCore(configuration: configuration, publishing: publishingSession, logger: logger)
+        let networkLoop: NetworkLoop
+        if let loops { networkLoop = loops.leastBusy() } else { networkLoop = try NetworkLoop() }
+        core = try ClientCore(
+            configuration: configuration, publishing: publishingSession, networkLoop: networkLoop, logger: logger)
     }
 
     deinit {
@@ -113,13 +128,13 @@ public final class MQTTClient: Sendable {
     /// the handler's state, say) happens before the handler's next call on the network thread.
     public func resumeReading() {
         core.readingHeld.store(false, ordering: .releasing)
-        core.wakePipe.signal()
+        core.wake()
     }
 
     /// Makes the network thread ask its handler's ``MQTTClientHandler/timeUntilWake()`` again now: for a handler that
     /// another thread gave work. Callable from any thread.
     public func wakeHandler() {
-        core.wakePipe.signal()
+        core.wake()
     }
 
     /// Whether the connection is up.
@@ -227,7 +242,7 @@ public final class MQTTClient: Sendable {
             // Waits for the network thread without blocking (a TCP connect in progress can take long), so that
             // joining it returns at once.
             await session.waitForLoopExit()
-            session.closeJoiningTheNetworkThread()
+            session.closeAfterItsLoop()
         }
     }
 
@@ -239,7 +254,7 @@ public final class MQTTClient: Sendable {
     /// returns at once and the network thread releases libmosquitto when its loop ends.
     @available(*, noasync, message: "blocks until the network thread ends: use the async close()")
     public func syncClose() {
-        for session in core.sessions { session.closeJoiningTheNetworkThread() }
+        for session in core.sessions { session.closeAfterItsLoop() }
     }
 }
 
@@ -265,10 +280,8 @@ extension ClientCore {
                     publishing.loop.receiving = self
                     try publishing.start(nil)
                 }
-                // A publishing session has no thread of its own: its receiving session's runs it.
-                if loop.receiving == nil {
-                    state.thread = try NetworkThread.start { self.runNetworkLoop() }
-                }
+                // A publishing session has no loop of its own: its receiving session's runs it.
+                if loop.receiving == nil { try networkLoop?.add(self) }
             } catch {
                 state.lifecycle = .idle
                 state.loopExited = true
@@ -323,33 +336,23 @@ extension ClientCore {
         }
     }
 
-    /// Closes this session: stops it, joins its network thread (unless called on it) and releases libmosquitto.
-    func closeJoiningTheNetworkThread() {
-        let closing = state.withLock {
-            state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], thread: NetworkThread?)? in
+    /// Closes this session: stops it, waits until its loop has let go of it (unless called on that loop's thread)
+    /// and releases libmosquitto.
+    func closeAfterItsLoop() {
+        let closing = state.withLock { state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], byTheLoop: Bool, running: Bool)? in
             guard state.lifecycle != .closed else { return nil }
             state.lifecycle = .closed
-            let thread = state.thread
-            state.thread = nil
-            if let thread, loop.isCurrent {
-                // Cannot join the current thread: it releases libmosquitto itself when its loop ends.
-                thread.detach()
-                state.releaseWhenLoopExits = true
-                return (state.connectionWaiters.removeAll(), nil)
-            }
-            if thread == nil, !state.loopExited {
-                // A publishing session whose receiving session's thread still runs it: released when that ends.
-                state.releaseWhenLoopExits = true
-                return (state.connectionWaiters.removeAll(), nil)
-            }
-            return (state.connectionWaiters.removeAll(), thread)
+            // On the loop's thread (the handler closes its client), or a publishing session whose receiving
+            // session's loop still runs it: the loop releases libmosquitto when it lets go of the session.
+            if !state.loopExited, loop.isCurrent || loop.receiving != nil { state.releaseWhenLoopExits = true }
+            return (state.connectionWaiters.removeAll(), state.releaseWhenLoopExits, !state.loopExited)
         }
         guard let closing else { return }
         for waiter in closing.waiters { waiter.resume(returning: .failure(.stoppedBeforeConnecting)) }
-        requestStop()
-        let releasedByNetworkThread = state.withLock { $0.releaseWhenLoopExits }
-        if releasedByNetworkThread { return }
-        closing.thread?.join()
+        if closing.running { requestStop() }
+        if closing.byTheLoop { return }
+        // At most a few seconds (a DISCONNECT's time), or as long as a TCP connect in progress takes.
+        while !state.withLock({ $0.loopExited }) { usleep(1_000) }
         release()
         logger.debug("MQTT client closed")
     }
@@ -362,12 +365,12 @@ extension ClientCore {
             state.lifecycle = .draining
             return true
         }
-        if draining { wakePipe.signal() }
+        if draining { wake() }
     }
 
-    /// Wakes the network thread from its `poll`: it sees the stop, and its state machine sends DISCONNECT and ends.
+    /// Gives the session a turn: it sees the stop, and its state machine sends DISCONNECT and ends.
     private func requestStop() {
-        wakePipe.signal()
+        wake()
     }
 
     /// Suspends until no QoS > 0 message awaits the broker's acknowledgement, or the connection is down (nothing can

@@ -58,7 +58,7 @@ public struct MQTTConfiguration: Sendable {
     }
 
     /// The configuration of a session that publishes for this one (see
-    /// ``MQTTClient/init(configuration:publishingSession:logger:)``): the same broker and settings, under the client
+    /// ``MQTTClient/init(configuration:publishingSession:loops:logger:)``): the same broker and settings, under the client
     /// identifier `<clientID>-publishing`, with a clean start and no session kept: libmosquitto sends again what was in
     /// flight when a connection ended, and the client's own queue keeps the rest.
     public var publishingSession: MQTTConfiguration {

@@ -1,6 +1,6 @@
 /// What happens to an ``MQTTClient``'s connection, in order. A client with a publishing session has one connection
 /// as far as these say: connected once both sessions are, disconnected when either goes (see
-/// ``MQTTClient/init(configuration:publishingSession:logger:)``).
+/// ``MQTTClient/init(configuration:publishingSession:loops:logger:)``).
 public enum MQTTEvent: Hashable, Sendable {
     /// CONNACK success; `sessionPresent` says the broker resumed a session. Subscriptions were (re)sent.
     case connected(sessionPresent: Bool)

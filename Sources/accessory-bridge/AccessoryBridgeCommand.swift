@@ -56,7 +56,8 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         if let cluster = settings.cluster {
             let client = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
             etcd = client
-            let member = ClusterService(configuration: cluster, bridge: settings.bridge, store: client, logger: logger)
+            let member = try ClusterService(
+                configuration: cluster, bridge: settings.bridge, store: client, logger: logger)
             (bridge, notReadyBecause) = (member, { member.notReadyBecause })
         } else {
             let single = try AccessoryBridgeService(configuration: settings.bridge, logger: logger)

@@ -37,6 +37,7 @@ enum Settings {
         var etcd: String?
         var clusterName = ClusterConfiguration(endpoint: "").name
         var slots = ClusterConfiguration(endpoint: "").slots
+        var networkLoops = ClusterConfiguration(endpoint: "").networkLoops
         var member = ClusterConfiguration.defaultMember
         var etcdCAFile: String?
         var etcdCertFile: String?
@@ -80,6 +81,7 @@ enum Settings {
                 var cluster = ClusterConfiguration(endpoint: etcd)
                 cluster.name = clusterName
                 cluster.slots = slots
+                cluster.networkLoops = networkLoops
                 cluster.member = member
                 if etcd.hasPrefix("https://") || etcd.hasPrefix("etcds://") || etcdCAFile != nil {
                     guard let etcdCAFile else {
@@ -237,6 +239,15 @@ enum Settings {
                 throw Invalid(description: "slots must be a number 1...4096, not '\(text)'")
             }
             return slots
+        },
+        .parsed(
+            "network-loops", \.networkLoops, "count",
+            "How many network threads run the slots' connections (1...256; by default one per core)."
+        ) { text in
+            guard let count = Int(text), (1...256).contains(count) else {
+                throw Invalid(description: "network-loops must be a number 1...256, not '\(text)'")
+            }
+            return count
         },
         .parsed("member", \.member, "name", "This bridge's name in the cluster: unique among its members.") { text in
             guard HubID(text) != nil else {

@@ -128,7 +128,7 @@ import TestSupport
         let offset = broker.logLength
         var bridge = try startBridge()
         _ = try await home.waitFor(1, on: "audio/bridge/availability", timeout: .seconds(30))
-        // The availability has a connection of its own: the bridge answers once its session subscribed.
+        // The bridge answers once its session subscribed (its SUBSCRIBE is in the broker's log).
         try await broker.waitForLog("ha-bridge 1 audio/hubs/+/accessories/+/telemetry", after: offset, timeout: .seconds(30))
         let hub = try await Peer("hub", broker: broker, subscribe: ["audio/hubs/#"])
         try await BridgeIntegrationTests.setUpHeadphones(hub)

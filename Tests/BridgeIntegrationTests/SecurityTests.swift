@@ -377,11 +377,11 @@ import Darwin
             bridgeReader.allMessages().map(\.topic)
                 == ["homeassistant/device/accessory_bridge_headphones/config", "homeassistant/status"])
 
-        // The bridge's availability connection ("<client-id>-availability"), as a process that dies: its will,
-        // a retained "offline", is published.
+        // The bridge's receiving session ("<client-id>"), as a process that dies: its will, a retained "offline" on
+        // the availability, is published.
         let password = try #require(secure.passwords[Self.bridgeUser])
         let availability = try await secure.broker.startSubscriber(
-            topic: "homeassistant/status", count: 1, timeout: .seconds(60), clientID: "accessory-bridge-availability",
+            topic: "homeassistant/status", count: 1, timeout: .seconds(60), clientID: "accessory-bridge",
             arguments: [
                 "--cafile", secure.certificates.path + "/ca.crt", "-u", Self.bridgeUser, "-P", password,
                 "--will-topic", "audio/bridge/availability", "--will-payload", "offline", "--will-retain",

@@ -322,6 +322,26 @@ struct ConnectionTests {
         #expect(error?.kind == .disconnected)
     }
 
+    /// A gate that holds the first attempts back (a cluster's slot whose lease is not fresh yet): the client connects
+    /// once it lets one go, although libmosquitto never saw the broker's address before.
+    @Test func aClientWhoseFirstAttemptsTheGateHeldBackConnectsLater() async throws {
+        let broker = try await MosquittoBroker()
+        let asked = Mutex(0)
+        let client = try TestClient(broker) { configuration in
+            configuration.connectionGate = {
+                asked.withLock { count in
+                    count += 1
+                    return count <= 2 ? "not yet (\(count))" : nil
+                }
+            }
+        }
+        try await client.connect()
+        #expect(asked.withLock { $0 } == 3)
+        try await client.subscribe("gate/#")
+        try await broker.publish(topic: "gate/open", message: "in", qos: 1)
+        #expect(try await client.inbox.waitForMessages(count: 1).map(\.text) == ["in"])
+    }
+
     @Test func closeFromTheMessageHandlerDoesNotDeadlock() async throws {
         let broker = try await MosquittoBroker()
         let box = ClientBox()

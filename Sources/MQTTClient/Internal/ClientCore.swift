@@ -21,9 +21,11 @@ final class ClientCore: Sendable {
     /// for them. Taken before `state` when both are held (a publish: `mosquitto_publish_v5` only queues, and never
     /// calls back). The network loop calls libmosquitto holding neither, so its callbacks may take both.
     let library = Mutex(true)
-    /// Wakes the network thread from its `poll`.
-    let wakePipe: WakePipe
-    /// The session that publishes for this one, when there is one (see ``MQTTClient/init(configuration:publishingSession:logger:)``).
+    /// The loop that runs the session (``NetworkLoop``); a publishing session's is its receiving session's.
+    let networkLoop: NetworkLoop?
+    /// The session waits for a turn another thread asked for (``wake()``).
+    let woken = Atomic(false)
+    /// The session that publishes for this one, when there is one (see ``MQTTClient/init(configuration:publishingSession:loops:logger:)``).
     let publishing: ClientCore?
     /// A publishing session's: how many messages `state.pending` holds, read by its receiving session before each
     /// packet without taking the lock.
@@ -31,7 +33,11 @@ final class ClientCore: Sendable {
     /// While set, the session reads nothing past its CONNACK (``MQTTClient/holdReading()``).
     let readingHeld = Atomic(false)
 
-    init(configuration: MQTTConfiguration, publishing: MQTTConfiguration? = nil, logger: Logger) throws(MQTTError) {
+    /// - Parameter networkLoop: the loop that runs it (`nil`: a publishing session).
+    init(
+        configuration: MQTTConfiguration, publishing: MQTTConfiguration? = nil, networkLoop: NetworkLoop?,
+        logger: Logger
+    ) throws(MQTTError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "mqtt.client_id"] = "\(configuration.clientID)"
@@ -39,9 +45,9 @@ final class ClientCore: Sendable {
         loop = LoopContext(
             policy: .init(
                 reconnectDelay: configuration.reconnectDelay, maximumReconnectDelay: configuration.maximumReconnectDelay))
-        wakePipe = try WakePipe()
+        self.networkLoop = networkLoop
         let publishingCore = try publishing.map { configuration throws(MQTTError) in
-            try ClientCore(configuration: configuration, logger: logger)
+            try ClientCore(configuration: configuration, networkLoop: nil, logger: logger)
         }
         do {
             handle = try MosquittoHandle.make(configuration)
@@ -50,6 +56,7 @@ final class ClientCore: Sendable {
             throw error
         }
         self.publishing = publishingCore
+        networkLoop?.assign()
         // From here on libmosquitto holds a reference: balanced in release().
         mosquitto_user_data_set(handle.pointer, Unmanaged.passRetained(self).toOpaque())
         installCallbacks()
@@ -80,6 +87,8 @@ final class ClientCore: Sendable {
             mosquitto_destroy(handle.pointer)
         }
         Unmanaged.passUnretained(self).release()
+        // Its loop may still hold it among the sessions to wake (which would keep both).
+        networkLoop?.unassign(self)
         loop.handler?.closed()
         // The handler often holds the client: let go of it.
         loop.handler = nil
@@ -102,7 +111,7 @@ final class ClientCore: Sendable {
             state.loopExited = true
             return (state.loopExitWaiters.removeAll(), state.releaseWhenLoopExits)
         }
-        logger.debug("MQTT network loop ended")
+        logger.debug("MQTT network loop let go of the session")
         if release { self.release() }
         for waiter in waiters { waiter.resume() }
     }

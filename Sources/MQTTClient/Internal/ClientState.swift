@@ -59,11 +59,10 @@ struct ClientState {
     var connectionWaiters = Waiters<Result<Void, MQTTError>>()
     var loopExitWaiters = Waiters<Void>()
 
-    /// The network thread, until someone joins it.
-    var thread: NetworkThread?
-    /// The network thread has left its loop (or never started).
+    /// The network loop let go of the session (or never ran it).
     var loopExited = true
-    /// ``MQTTClient/close()`` ran on the network thread: the thread releases libmosquitto when its loop ends.
+    /// ``MQTTClient/close()`` ran on the network thread, or closed a publishing session its receiving session's loop
+    /// still runs: the loop releases libmosquitto when it lets go of the session.
     var releaseWhenLoopExits = false
 
     var stopRequested: Bool { lifecycle != .running && lifecycle != .draining }

@@ -13,7 +13,10 @@ extension ClientCore {
                     perform(loop.machine.attemptFailed(error, at: .now))
                     continue
                 }
-                let rc = first ? connectFirst() : mosquitto_reconnect(handle.pointer)
+                // The gate may have refused the first attempt: libmosquitto learns the broker's address (and the
+                // CONNECT properties) from the first call that reaches it, and `mosquitto_reconnect` before it fails.
+                loop.connections += 1
+                let rc = first || !loop.addressGiven ? connectFirst() : mosquitto_reconnect(handle.pointer)
                 if rc != MosquittoLibrary.success {
                     perform(loop.machine.attemptFailed(MQTTError.library(rc), at: .now))
                 }
@@ -53,6 +56,7 @@ extension ClientCore {
     /// The first attempt, the one that passes the CONNECT properties (session expiry interval); libmosquitto keeps
     /// them for `mosquitto_reconnect`, also after a failed first attempt.
     private func connectFirst() -> Int32 {
+        loop.addressGiven = true
         var properties: OpaquePointer?
         defer { mosquitto_property_free_all(&properties) }
         if let sessionExpiry = configuration.sessionExpiry {

@@ -30,10 +30,18 @@
         var pausedSince: ContinuousClock.Instant?
         /// A receiving session's: its publishing session's connection, run beside its own.
         var link: PublishingLink?
+        /// Whether libmosquitto was given the broker's address (`mosquitto_connect_bind_v5`, once).
+        var addressGiven = false
+        /// How many attempts to connect were made: each opens a new socket.
+        var connections = 0
         /// How many packets libmosquitto handed to a callback: whether a read found one.
         var packetsHandled = 0
-        /// The state machine said the loop ends.
+        /// The state machine said the session ends.
         var finished = false
+        /// The loop corked its sockets for a batch of turns (``ClientCore/holdWritesOfTheTurns(_:)``).
+        var writesHeld = false
+        /// In its turn (``ClientCore/turn(_:)``): what the handler publishes is written before the turn ends.
+        var turning = false
     }
 
     init(policy: ConnectionStateMachine.Policy) {

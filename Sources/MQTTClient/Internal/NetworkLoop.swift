@@ -1,204 +1,268 @@
-import CMosquitto
+import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// The network thread's loop: it waits in `poll` for its sockets, its wake pipe and the next deadline (the handler's
-/// wake-up, the state machine's next attempt or DISCONNECT timeout), reads and writes with libmosquitto's loop
-/// functions, and hands each turn's events to the ``ConnectionStateMachine``.
+/// A network thread that runs the sessions of one or many clients: it waits (``Poller``) for their sockets, its wake
+/// pipe and the next of their deadlines, and gives each session whose socket is ready, whose deadline came or that
+/// another thread woke a turn (``ClientCore/turn(_:)``: libmosquitto's read, write and housekeeping, and the
+/// ``ConnectionStateMachine``'s events). A client made alone has a loop of its own; the clients of an
+/// ``MQTTLoopGroup`` (a cluster member's slots) share its few.
+///
+/// The thread runs while the loop has sessions: it starts with the first and ends after the last has left.
 ///
 /// Not `mosquitto_loop_start`: libmosquitto 2.0.11's threaded loop (`mosquitto_loop_forever`) ends for good on a refused
 /// MQTT 5 CONNACK (it maps every reason code above 5 to `MOSQ_ERR_PROTOCOL`, a "fatal" error), on a DNS failure and on
 /// TLS errors; here the state machine retries after every failure, with the backoff documented on
-/// ``MQTTConfiguration``.
-extension ClientCore {
-    /// Runs until the state machine says the loop ends (a stop, then the DISCONNECT out or its time up).
-    func runNetworkLoop() {
-        loop.state.claim()
-        loop.handler?.started()
-        if let publishing {
-            // This thread runs the publishing session too: what the handler publishes is written by it, after each
-            // packet, with no other thread to wake (docs/performance-history.md, "One network thread for both sessions").
-            publishing.loop.state.claim()
-            loop.link = PublishingLink(publishing)
-            loop.link?.start()
-        }
-        wakeHandlerIfDue()
-        perform(loop.machine.start())
-        while !loop.finished {
-            let lifecycle = state.withLock { $0.lifecycle }
-            if lifecycle != .running, lifecycle != .draining, !loop.machine.stopRequested {
-                perform(loop.machine.stop(at: .now))
-            } else if lifecycle == .draining, !loop.machine.draining {
-                perform(loop.machine.drain())
-                if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
-            }
-            switch loop.machine.phase {
-            case .connecting, .opening, .connected, .disconnecting:
-                let rc = serviceOnce(handle.pointer, timeout: loopTimeoutMilliseconds())
-                if rc == MosquittoLibrary.success {
-                    finishConnecting()
-                } else {
-                    // A connection that ended without libmosquitto's disconnect callback still counts as ended.
-                    loop.connack = nil
-                    perform(loop.machine.connectionEnded(MQTTError.disconnected(code: rc), at: .now))
-                }
-            case .backingOff:
-                // The publishing session goes on meanwhile.
-                _ = serviceOnce(nil, timeout: loopTimeoutMilliseconds())
-            case .idle, .closed:
-                loop.finished = true
-            }
-            wakeHandlerIfDue()
-            perform(loop.machine.tick(at: .now))
-        }
-        if let link = loop.link {
-            link.shutDown()
-            link.core.loopExited()
-        }
-        loopExited()
+/// ``MQTTConfiguration``. And it is a thread per client.
+final class NetworkLoop: Sendable {
+    private let wakePipe: WakePipe
+    /// The loop thread's (or, while no thread runs, nobody's).
+    private let poller: PollerBox
+    private let shared = Mutex(Shared())
+
+    /// What other threads hand the loop.
+    private struct Shared {
+        /// Sessions started and not run yet.
+        var joining: [ClientCore] = []
+        /// Sessions another thread gave work (``ClientCore/wake()``).
+        var woken: [ClientCore] = []
+        /// Whether the thread runs.
+        var running = false
+        /// The clients assigned to this loop (from their creation to their release), for ``MQTTLoopGroup``'s choice.
+        var assigned = 0
     }
 
-    /// How long `poll` may wait: a second at most, less when the handler's wake-up or the state machine's next
-    /// deadline is sooner.
-    private func loopTimeoutMilliseconds() -> Int32 {
-        var wait: Duration = .seconds(1)
-        if let handlerWait = loop.handler?.timeUntilWake() { wait = min(wait, handlerWait) }
-        if let deadline = loop.machine.nextDeadline { wait = min(wait, deadline - .now) }
-        return pollMilliseconds(wait)
+    /// The poller, owned by whichever thread runs the loop (one at a time: a thread starts only after the last ended).
+    // @unchecked Sendable: only the loop's thread touches the poller, and threads follow one another under `shared`.
+    private final class PollerBox: @unchecked Sendable {
+        let poller: Poller
+        init(_ poller: Poller) { self.poller = poller }
+    }
+
+    private static let pipeToken = UInt64.max
+
+    init() throws(MQTTError) {
+        wakePipe = try WakePipe()
+        let poller = try Poller()
+        poller.watch(.init(descriptor: wakePipe.readEnd, read: true, write: false), token: Self.pipeToken, registered: false)
+        self.poller = PollerBox(poller)
+    }
+
+    /// How many clients are assigned to the loop.
+    var assigned: Int { shared.withLock { $0.assigned } }
+
+    /// A client made on this loop (until ``unassign(_:)``, when it is released).
+    func assign() {
+        shared.withLock { $0.assigned += 1 }
+    }
+
+    /// The client was released: the loop lets go of it.
+    func unassign(_ core: ClientCore) {
+        shared.withLock { shared in
+            shared.assigned -= 1
+            shared.woken.removeAll { $0 === core }
+        }
+    }
+
+    /// Runs `core` (a receiving session, with its publishing session if any) from now on: starts the thread if
+    /// none runs.
+    func add(_ core: ClientCore) throws(MQTTError) {
+        let startThread = shared.withLock { shared in
+            shared.joining.append(core)
+            defer { shared.running = true }
+            return !shared.running
+        }
+        guard startThread else {
+            wakePipe.signal()
+            return
+        }
+        do {
+            try NetworkThread.start { self.run() }.detach()
+        } catch {
+            shared.withLock { shared in
+                shared.joining.removeAll { $0 === core }
+                shared.running = false
+            }
+            throw error
+        }
+    }
+
+    /// `core` needs a turn: from another thread, which wakes the loop; or from the loop's own (`signal` false),
+    /// which looks at the woken sessions before it waits again.
+    func wake(_ core: ClientCore, signal: Bool) {
+        shared.withLock { $0.woken.append(core) }
+        if signal { wakePipe.signal() }
+    }
+
+    /// The sessions a loop's thread runs, in parallel arrays indexed by a place each keeps while it is in the loop:
+    /// what its sockets are waited for, what the last wait found on them, when it is next due. The loop scans `due`
+    /// before every wait: plain values, no reference to retain (with hundreds of sessions, copying each session's
+    /// record cost the loop 12% of the member's CPU).
+    private struct Members {
+        var cores: [ClientCore?] = []
+        /// The receiving session's socket and the publishing session's, as registered.
+        var watched: [ClientCore.Sockets<Poller.Interest?>] = []
+        var ready: [ClientCore.Sockets<Poller.Readiness>] = []
+        var due: [ContinuousClock.Instant?] = []
+        var scheduled: [Bool] = []
+        /// Where each session is (a woken session may have left already, or joined another thread of this loop).
+        var indices: [ObjectIdentifier: Int] = [:]
+        var free: [Int] = []
+
+        var isEmpty: Bool { indices.isEmpty }
+
+        mutating func add(_ core: ClientCore) -> Int {
+            let index = free.popLast() ?? cores.count
+            if index == cores.count {
+                cores.append(nil)
+                watched.append(.init(receiving: nil, publishing: nil))
+                ready.append(.init(receiving: [], publishing: []))
+                due.append(nil)
+                scheduled.append(false)
+            }
+            cores[index] = core
+            due[index] = .now
+            indices[ObjectIdentifier(core)] = index
+            return index
+        }
+
+        mutating func remove(_ index: Int) {
+            guard let core = cores[index] else { return }
+            indices[ObjectIdentifier(core)] = nil
+            cores[index] = nil
+            watched[index] = .init(receiving: nil, publishing: nil)
+            ready[index] = .init(receiving: [], publishing: [])
+            due[index] = nil
+            free.append(index)
+        }
+    }
+
+    /// A socket's token: its member's index and its session.
+    private static func token(_ index: Int, _ session: ClientCore.Session) -> UInt64 {
+        UInt64(index) * 2 + (session == .receiving ? 0 : 1)
+    }
+
+    private static func member(of token: UInt64) -> (index: Int, session: ClientCore.Session) {
+        (Int(token / 2), token % 2 == 0 ? .receiving : .publishing)
+    }
+
+    /// The loop's thread.
+    private func run() {
+        let poller = self.poller.poller
+        var members = Members()
+        var scheduled: [Int] = []
+
+        func schedule(_ index: Int) {
+            guard members.cores[index] != nil, !members.scheduled[index] else { return }
+            members.scheduled[index] = true
+            scheduled.append(index)
+        }
+        /// Registers what the session waits for now, and when it is next due.
+        func refresh(_ index: Int, _ core: ClientCore) {
+            let wanted = core.interest()
+            for session in ClientCore.Session.allCases {
+                let old = members.watched[index][session]
+                let new = wanted.sockets[session]
+                guard old != new else { continue }
+                if let old, new?.descriptor != old.descriptor, core.owns(old.descriptor, session) {
+                    poller.forget(old.descriptor)
+                }
+                if let new {
+                    poller.watch(
+                        new, token: Self.token(index, session),
+                        registered: old?.descriptor == new.descriptor && old?.connection == new.connection)
+                }
+                members.watched[index][session] = new
+            }
+            members.due[index] = wanted.due
+        }
+        func remove(_ index: Int, _ core: ClientCore) {
+            for session in ClientCore.Session.allCases {
+                if let old = members.watched[index][session], core.owns(old.descriptor, session) {
+                    poller.forget(old.descriptor)
+                }
+            }
+            members.remove(index)
+            core.leftTheLoop()
+        }
+
+        while true {
+            let taken = shared.withLock { shared -> (joining: [ClientCore], woken: [ClientCore])? in
+                if shared.joining.isEmpty, members.isEmpty {
+                    // Whoever is still woken has left, or joins later (and gets a turn then).
+                    for core in shared.woken { core.woken.store(false, ordering: .relaxed) }
+                    shared.woken.removeAll()
+                    shared.running = false
+                    return nil
+                }
+                defer {
+                    shared.joining.removeAll()
+                    shared.woken.removeAll()
+                }
+                return (shared.joining, shared.woken)
+            }
+            guard let taken else { return }
+            for core in taken.joining {
+                let index = members.add(core)
+                core.joinedTheLoop()
+                refresh(index, core)
+                schedule(index)
+            }
+            for core in taken.woken {
+                core.woken.store(false, ordering: .relaxed)
+                if let index = members.indices[ObjectIdentifier(core)] { schedule(index) }
+            }
+
+            var wait = Duration.seconds(1)
+            if scheduled.isEmpty {
+                let now = ContinuousClock.now
+                for due in members.due {
+                    if let due { wait = min(wait, due - now) }
+                }
+            } else {
+                wait = .zero
+            }
+            _ = poller.wait(milliseconds: pollMilliseconds(wait)) { token, readiness in
+                if token == Self.pipeToken {
+                    wakePipe.drain()
+                    return
+                }
+                let (index, session) = Self.member(of: token)
+                guard index < members.cores.count, members.cores[index] != nil else { return }
+                members.ready[index][session].formUnion(readiness)
+                schedule(index)
+            }
+            let now = ContinuousClock.now
+            for (index, due) in members.due.enumerated() {
+                if let due, due <= now { schedule(index) }
+            }
+            // While more than one session is due, what each writes waits in its corked sockets until all have had
+            // their turn: a batch across sessions, as a session's own read loop batches its packets.
+            let batch = scheduled.count > 1
+            if batch {
+                for index in scheduled { members.cores[index]?.holdWritesOfTheTurns(true) }
+            }
+            for index in scheduled {
+                guard let core = members.cores[index] else { continue }
+                let ready = members.ready[index]
+                members.ready[index] = .init(receiving: [], publishing: [])
+                members.scheduled[index] = false
+                if core.turn(ready) {
+                    if batch { core.holdWritesOfTheTurns(false) }
+                    remove(index, core)
+                } else {
+                    refresh(index, core)
+                }
+            }
+            if batch {
+                for index in scheduled { members.cores[index]?.holdWritesOfTheTurns(false) }
+            }
+            scheduled.removeAll(keepingCapacity: true)
+        }
     }
 }
 
-/// `poll`'s timeout for a wait: whole milliseconds, rounded up (a wake-up never comes early), from 0 to `Int32.max`.
+/// `poll`'s (and epoll's) timeout for a wait: whole milliseconds, rounded up (a wake-up never comes early), from 0 to
+/// `Int32.max`.
 func pollMilliseconds(_ wait: Duration) -> Int32 {
     let milliseconds = (wait / .milliseconds(1)).rounded(.up)
     return milliseconds >= Double(Int32.max) ? .max : Int32(max(0, milliseconds))
-}
-
-extension ClientCore {
-
-    /// Calls the handler's `wake()` when its wake-up time came.
-    private func wakeHandlerIfDue() {
-        guard let handler = loop.handler, let wait = handler.timeUntilWake(), wait <= .zero else { return }
-        handler.wake()
-    }
-
-    /// The most packets read per wake-up of `poll`.
-    static let packetsPerWakeup = 64
-
-    /// One turn of the loop, as `mosquitto_loop` does it but with `poll`, waking on this client's own pipe (other
-    /// threads' publishes and stop requests). libmosquitto's `mosquitto_loop_read`, `_write` and `_misc` do the work,
-    /// as its documentation describes for an external loop. Without `pointer` (no connection: waiting to reconnect),
-    /// only the pipe and the publishing session.
-    ///
-    /// A session alone never stops reading to push back on a handler that publishes faster than the broker
-    /// acknowledges: the acknowledgements arrive on the same socket, and the bound is
-    /// ``MQTTConfiguration/maximumPendingMessages``. With a publishing session, ``mayRead()`` decides.
-    private func serviceOnce(_ pointer: OpaquePointer?, timeout: Int32) -> Int32 {
-        var descriptors: [pollfd] = []
-        if let pointer {
-            let socket = mosquitto_socket(pointer)
-            guard socket >= 0 else { return MosquittoLibrary.noConnection }
-            let reading = mayRead()
-            descriptors.append(
-                pollfd(
-                    fd: socket,
-                    events: Int16(reading ? POLLIN : 0) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0),
-                    revents: 0))
-        }
-        let pipe = descriptors.count
-        descriptors.append(pollfd(fd: wakePipe.readEnd, events: Int16(POLLIN), revents: 0))
-        let link = loop.link
-        let linked = link?.addDescriptors(to: &descriptors)
-        let timeout = min(timeout, link?.millisecondsUntilDeadline() ?? timeout)
-        if poll(&descriptors, nfds_t(descriptors.count), timeout) < 0 {
-            let code = cmosquitto_errno()
-            return code == EINTR ? MosquittoLibrary.success : MosquittoLibrary.errno
-        }
-        if descriptors[pipe].revents != 0 { wakePipe.drain() }
-        defer {
-            if let link, let linked {
-                link.service(descriptors, at: linked)
-                link.tick()
-            }
-        }
-        guard let pointer else { return MosquittoLibrary.success }
-        // A closed or failed socket is reported (and read, to learn why) even while reading waits.
-        if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0,
-            let rc = readWaitingPackets(pointer, while: mayRead, link: link)
-        {
-            return rc
-        }
-        if let rc = writeIfWanted(pointer) { return rc }
-        return mosquitto_loop_misc(pointer)
-    }
-
-    /// Reads the packets waiting on `pointer`'s socket, while `mayGoOn` allows another, writing what handling each
-    /// one queued (its own and, with a publishing session, `link`'s) before reading the next; returns the code that
-    /// ends the connection, or `nil`.
-    ///
-    /// libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the bridge's
-    /// start-up read of a million retained states), and stops after any packet whose handling queued one (a PUBACK, a
-    /// publish): read on while each call hands a packet to a callback, rather than a poll per packet. Not until
-    /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
-    /// with nobody reading that pair (this loop polls its own pipe) the write fails with EAGAIN, so every QoS 1
-    /// packet looked like the last. A read that handles nothing (no data, part of a packet, a PINGRESP) ends the batch; `poll`
-    /// tells whether more waits. At most ``packetsPerWakeup``, so that the wake pipe and deadlines get their turn.
-    ///
-    /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
-    /// own (writing later, after many packets, raised the tail). Once a second read
-    /// has handed over a packet, the sockets are corked (``holdWrites(_:on:)``) until the batch ends: the kernel then
-    /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
-    /// usual case at a steady pace, is not corked. (What each of these is worth: docs/performance-history.md, "The
-    /// read loop".)
-    func readWaitingPackets(
-        _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
-    ) -> Int32? {
-        func hold(_ on: Bool) {
-            Self.holdWrites(on, on: pointer)
-            link?.holdWrites(on)
-        }
-        var holding = false
-        defer { if holding { hold(false) } }
-        for index in 0..<Self.packetsPerWakeup {
-            if index > 0, !mayGoOn() { break }
-            let handled = loop.packetsHandled
-            let rc = mosquitto_loop_read(pointer, 1)
-            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
-                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
-            }
-            let drained = loop.packetsHandled == handled
-            if index > 0, !drained, !holding {
-                holding = true
-                hold(true)
-            }
-            if let rc = writeIfWanted(pointer) { return rc }
-            link?.write()
-            if drained { break }
-        }
-        return nil
-    }
-
-    /// TCP_CORK on `pointer`'s socket (when it has one): while held, what is written waits in the kernel for a full
-    /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
-    static func holdWrites(_ hold: Bool, on pointer: OpaquePointer) {
-        let socket = mosquitto_socket(pointer)
-        guard socket >= 0 else { return }
-        cmosquitto_cork(socket, hold)
-    }
-
-    /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
-    func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
-        guard mosquitto_want_write(pointer) else { return nil }
-        let rc = mosquitto_loop_write(pointer, 1)
-        guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
-            return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
-        }
-        return nil
-    }
 }

@@ -32,8 +32,8 @@ extension ClientCore {
                 return false
             }
         }
-        // The network thread writes what it queued itself on its next turn; any other thread's packet must wake it.
-        if sent, !loop.isCurrent { wakePipe.signal() }
+        // A session in its turn writes what it queued itself before the turn ends; any other packet needs a turn.
+        if sent { wake() }
     }
 
     /// Hands waiting messages to libmosquitto while the window has room. On the network thread: after an

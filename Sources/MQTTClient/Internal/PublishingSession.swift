@@ -9,14 +9,30 @@ import Musl
 import Darwin
 #endif
 
-/// A client with a publishing session (``MQTTClient/init(configuration:publishingSession:logger:)``) is two
+/// A client with a publishing session (``MQTTClient/init(configuration:publishingSession:loops:logger:)``) is two
 /// ``ClientCore``s: the receiving one, which the handler belongs to and whose network thread runs both connections
 /// (the publishing one's through a ``PublishingLink``), and the publishing one, whose events that thread hands on
 /// to the handler. The receiving one reads only while the publishing one's queue has room.
 extension ClientCore {
-    enum Session {
+    enum Session: CaseIterable {
         case receiving
         case publishing
+    }
+
+    /// One value for each session's socket.
+    struct Sockets<Value> {
+        var receiving: Value
+        var publishing: Value
+
+        subscript(session: Session) -> Value {
+            get { session == .receiving ? receiving : publishing }
+            set {
+                switch session {
+                case .receiving: receiving = newValue
+                case .publishing: publishing = newValue
+                }
+            }
+        }
     }
 
     // MARK: Events
@@ -84,11 +100,13 @@ extension ClientCore {
     }
 }
 
-/// The publishing session's connection, run by its receiving session's network thread beside that session's own,
-/// by the same ``ConnectionStateMachine`` (its own instance: the same backoff, the same DISCONNECT on a stop): reading
-/// acknowledgements, writing what the handler published. Used on that thread only.
+/// The publishing session's connection, run in its receiving session's turns on their loop, by the same
+/// ``ConnectionStateMachine`` (its own instance: the same backoff, the same DISCONNECT on a stop): reading
+/// acknowledgements, writing what the handler published. Used on that loop's thread only.
 final class PublishingLink {
     let core: ClientCore
+    /// The receiving session ended: this one stops too.
+    private var stopping = false
 
     init(_ core: ClientCore) {
         self.core = core
@@ -104,41 +122,32 @@ final class PublishingLink {
         }
     }
 
+    /// The session stopped, and its connection is closed (or its DISCONNECT's time is up).
+    var isOver: Bool { stopping && (core.loop.finished || !connecting) }
+
     /// The first attempt.
     func start() {
         core.perform(core.loop.machine.start())
     }
 
-    /// Adds the session's socket (when open) and wake pipe to a `poll`; returns where they are.
-    func addDescriptors(to descriptors: inout [pollfd]) -> (socket: Int?, pipe: Int) {
-        var socketIndex: Int?
+    /// What the session's socket waits for, while the connection is open or being made.
+    func interest() -> Poller.Interest? {
         let socket = mosquitto_socket(pointer)
-        if connecting, socket >= 0 {
-            socketIndex = descriptors.count
-            descriptors.append(
-                pollfd(fd: socket, events: Int16(POLLIN) | Int16(mosquitto_want_write(pointer) ? POLLOUT : 0), revents: 0))
-        }
-        descriptors.append(pollfd(fd: core.wakePipe.readEnd, events: Int16(POLLIN), revents: 0))
-        return (socketIndex, descriptors.count - 1)
+        guard !isOver, connecting, socket >= 0 else { return nil }
+        return .init(
+            descriptor: socket, read: true, write: mosquitto_want_write(pointer), connection: core.loop.connections)
     }
 
-    /// How long `poll` may wait before the state machine has something to do (an attempt, a DISCONNECT's time up).
-    func millisecondsUntilDeadline() -> Int32? {
-        core.loop.machine.nextDeadline.map { pollMilliseconds($0 - .now) }
-    }
-
-    /// After `poll`: reads what arrived (acknowledgements), writes what waits, keeps the connection alive.
-    func service(_ descriptors: [pollfd], at index: (socket: Int?, pipe: Int)) {
-        if descriptors[index.pipe].revents != 0 { core.wakePipe.drain() }
-        guard connecting else { return }
+    /// In the receiving session's turn: reads what arrived (acknowledgements), writes what waits, keeps the
+    /// connection alive.
+    func service(_ ready: Poller.Readiness) {
+        guard !isOver, connecting else { return }
         guard mosquitto_socket(pointer) >= 0 else {
             ended(MosquittoLibrary.noConnection)
             return
         }
         var rc = MosquittoLibrary.success
-        if let socket = index.socket, descriptors[socket].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0,
-            let failed = core.readWaitingPackets(pointer)
-        {
+        if !ready.isDisjoint(with: [.readable, .failed]), let failed = core.readWaitingPackets(pointer) {
             rc = failed
         }
         if rc == MosquittoLibrary.success, let failed = core.writeIfWanted(pointer) { rc = failed }
@@ -152,6 +161,7 @@ final class PublishingLink {
 
     /// The time passed: an attempt may be due.
     func tick() {
+        guard !isOver else { return }
         core.perform(core.loop.machine.tick(at: .now))
     }
 
@@ -166,25 +176,15 @@ final class PublishingLink {
         ended(rc)
     }
 
-    /// The receiving session's loop is ending: a DISCONNECT (the broker does not publish the will), given up to its
-    /// timeout to leave.
-    func shutDown() {
+    /// The receiving session ended: a DISCONNECT (the broker does not publish the will), given up to its timeout to
+    /// leave (the next turns run it). Once.
+    func stop() {
+        guard !stopping else { return }
+        stopping = true
         core.state.withLock { state in
             if state.lifecycle == .running || state.lifecycle == .draining { state.lifecycle = .stopped }
         }
         core.perform(core.loop.machine.stop(at: .now))
-        while !core.loop.finished, connecting {
-            var descriptors: [pollfd] = []
-            let index = addDescriptors(to: &descriptors)
-            _ = poll(&descriptors, nfds_t(descriptors.count), millisecondsUntilDeadline() ?? 100)
-            var rc = MosquittoLibrary.success
-            if let socket = index.socket, descriptors[socket].revents != 0 { rc = mosquitto_loop_read(pointer, 1) }
-            if rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0, let failed = core.writeIfWanted(pointer) {
-                rc = failed
-            }
-            if rc != MosquittoLibrary.success || mosquitto_socket(pointer) < 0 { ended(rc) }
-            tick()
-        }
     }
 
     private func ended(_ rc: Int32) {

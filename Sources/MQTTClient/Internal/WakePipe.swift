@@ -8,14 +8,14 @@ import Musl
 import Darwin
 #endif
 
-/// A non-blocking pipe that wakes the network thread from `poll`: from its wait between connection attempts, and
-/// from its wait on the socket when another thread queued a packet or asked it to stop. (libmosquitto's own wake-up
-/// pipe is private to `mosquitto_loop`, which this client does not use: see ``ClientCore/runNetworkLoop()``.)
+/// A non-blocking pipe that wakes a ``NetworkLoop``'s thread from its wait, when another thread gave one of its
+/// sessions work (a packet queued, a stop, a handler's wake-up) or a session joined. (libmosquitto's own wake-up pipe
+/// is private to `mosquitto_loop`, which this client does not use: see ``NetworkLoop``.)
 final class WakePipe: Sendable {
     let readEnd: Int32
     private let writeEnd: Int32
-    /// A signal was written and not drained yet: another one would wake nobody (a thread that publishes for another
-    /// one's session signals once per message).
+    /// A signal was written and not drained yet: another one would wake nobody (a thread that publishes for a
+    /// session signals at most once per turn of its loop).
     private let signalled = Atomic(false)
 
     init() throws(MQTTError) {
@@ -53,9 +53,4 @@ final class WakePipe: Sendable {
         signalled.store(false, ordering: .sequentiallyConsistent)
     }
 
-    /// Waits up to `milliseconds` for a signal, and drains it.
-    func wait(milliseconds: Int32) {
-        var descriptor = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-        if poll(&descriptor, 1, milliseconds) > 0 { drain() }
-    }
 }

@@ -1,0 +1,234 @@
+import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a receiving session does on its ``NetworkLoop``'s thread: join, take turns (read, write, keep alive, hand the
+/// events to the ``ConnectionStateMachine``), say what its sockets wait for and when it is next due, and leave. Its
+/// publishing session, if any, takes its turns with it (``PublishingLink``).
+extension ClientCore {
+    /// Whether the handler's next turn is due (a second at most: libmosquitto's keep-alive).
+    static let longestWait = Duration.seconds(1)
+
+    /// The session joined its loop: the handler starts, and so does the first attempt to connect.
+    func joinedTheLoop() {
+        loop.state.claim()
+        loop.handler?.started()
+        if let publishing {
+            // The same thread runs the publishing session: what the handler publishes is written by it, after each
+            // packet, with no other thread to wake (docs/performance-history.md, "One network thread for both sessions").
+            publishing.loop.state.claim()
+            loop.link = PublishingLink(publishing)
+            loop.link?.start()
+        }
+        wakeHandlerIfDue()
+        perform(loop.machine.start())
+    }
+
+    /// The loop let go of the session (its state machine ended, and its publishing session's).
+    func leftTheLoop() {
+        if let link = loop.link { link.core.loopExited() }
+        loopExited()
+    }
+
+    /// Gives the session a turn soon: for another thread that gave it work (a message to write, a stop, a wake-up of
+    /// its handler). A publishing session's turn is its receiving session's.
+    func wake() {
+        if let receiving = loop.receiving { return receiving.wake() }
+        if loop.isCurrent {
+            // On the loop's thread: a session in its turn looks at everything again before the turn ends.
+            if loop.turning { return }
+            if !woken.exchange(true, ordering: .relaxed) { networkLoop?.wake(self, signal: false) }
+        } else if !woken.exchange(true, ordering: .relaxed) {
+            networkLoop?.wake(self, signal: true)
+        }
+    }
+
+    /// One turn, after the loop's wait: `ready` is what it found on each session's socket. Returns whether the
+    /// session is over (both state machines ended).
+    func turn(_ ready: Sockets<Poller.Readiness>) -> Bool {
+        loop.turning = true
+        defer { loop.turning = false }
+        if !loop.finished {
+            let lifecycle = state.withLock { $0.lifecycle }
+            if lifecycle != .running, lifecycle != .draining, !loop.machine.stopRequested {
+                perform(loop.machine.stop(at: .now))
+            } else if lifecycle == .draining, !loop.machine.draining {
+                perform(loop.machine.drain())
+                if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
+            }
+            switch loop.machine.phase {
+            case .connecting, .opening, .connected, .disconnecting:
+                let rc = service(handle.pointer, ready.receiving)
+                if rc == MosquittoLibrary.success {
+                    finishConnecting()
+                } else {
+                    // A connection that ended without libmosquitto's disconnect callback still counts as ended.
+                    loop.connack = nil
+                    perform(loop.machine.connectionEnded(MQTTError.disconnected(code: rc), at: .now))
+                }
+            case .backingOff:
+                // The publishing session goes on meanwhile.
+                break
+            case .idle, .closed:
+                loop.finished = true
+            }
+        }
+        if let link = loop.link {
+            // The receiving session ended: the publishing one sends its DISCONNECT (the broker does not publish the
+            // will), and has until its timeout.
+            if loop.finished { link.stop() }
+            link.service(ready.publishing)
+            link.tick()
+        }
+        if !loop.finished {
+            wakeHandlerIfDue()
+            perform(loop.machine.tick(at: .now))
+        }
+        return loop.finished && loop.link?.isOver != false
+    }
+
+    /// What the session's sockets wait for now (the receiving one's, the publishing one's) and when its next turn is
+    /// due: the handler's wake-up, a state machine's deadline, or ``longestWait``.
+    func interest() -> (sockets: Sockets<Poller.Interest?>, due: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        var due = now + Self.longestWait
+        var receiving: Poller.Interest?
+        if !loop.finished {
+            if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
+            if let deadline = loop.machine.nextDeadline { due = min(due, deadline) }
+            switch loop.machine.phase {
+            case .connecting, .opening, .connected, .disconnecting:
+                let socket = mosquitto_socket(handle.pointer)
+                if socket >= 0 {
+                    receiving = .init(
+                        descriptor: socket, read: mayRead(), write: mosquitto_want_write(handle.pointer),
+                        connection: loop.connections)
+                }
+            case .idle, .backingOff, .closed:
+                break
+            }
+        }
+        if let link = loop.link, let deadline = link.core.loop.machine.nextDeadline { due = min(due, deadline) }
+        return (Sockets(receiving: receiving, publishing: loop.link?.interest()), due)
+    }
+
+    /// Whether `descriptor` is still the socket of `session` (this one, or its publishing session): a closed socket's
+    /// number may be another session's by now.
+    func owns(_ descriptor: Int32, _ session: Session) -> Bool {
+        let core = session == .receiving ? self : publishing
+        guard let core else { return false }
+        return mosquitto_socket(core.handle.pointer) == descriptor
+    }
+
+    /// Calls the handler's `wake()` when its wake-up time came.
+    private func wakeHandlerIfDue() {
+        guard let handler = loop.handler, let wait = handler.timeUntilWake(), wait <= .zero else { return }
+        handler.wake()
+    }
+
+    /// The most packets read per turn.
+    static let packetsPerWakeup = 64
+
+    /// The receiving session's part of a turn, as `mosquitto_loop` does it but after the loop's wait:
+    /// libmosquitto's `mosquitto_loop_read`, `_write` and `_misc` do the work, as its documentation describes for an
+    /// external loop.
+    ///
+    /// A session alone never stops reading to push back on a handler that publishes faster than the broker
+    /// acknowledges: the acknowledgements arrive on the same socket, and the bound is
+    /// ``MQTTConfiguration/maximumPendingMessages``. With a publishing session, ``mayRead()`` decides.
+    private func service(_ pointer: OpaquePointer, _ ready: Poller.Readiness) -> Int32 {
+        guard mosquitto_socket(pointer) >= 0 else { return MosquittoLibrary.noConnection }
+        // A closed or failed socket is reported (and read, to learn why) even while reading waits.
+        if !ready.isDisjoint(with: [.readable, .failed]),
+            let rc = readWaitingPackets(pointer, while: mayRead, link: loop.link)
+        {
+            return rc
+        }
+        if let rc = writeIfWanted(pointer) { return rc }
+        return mosquitto_loop_misc(pointer)
+    }
+
+    /// Reads the packets waiting on `pointer`'s socket, while `mayGoOn` allows another, writing what handling each
+    /// one queued (its own and, with a publishing session, `link`'s) before reading the next; returns the code that
+    /// ends the connection, or `nil`.
+    ///
+    /// libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the bridge's
+    /// start-up read of a million retained states), and stops after any packet whose handling queued one (a PUBACK, a
+    /// publish): read on while each call hands a packet to a callback, rather than a wait per packet. Not until
+    /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
+    /// with nobody reading that pair (this loop waits on its own pipe) the write fails with EAGAIN, so every QoS 1
+    /// packet looked like the last. A read that handles nothing (no data, part of a packet, a PINGRESP) ends the
+    /// batch; the next wait tells whether more waits. At most ``packetsPerWakeup``, so that the other sessions,
+    /// the wake pipe and deadlines get their turn.
+    ///
+    /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
+    /// own (writing later, after many packets, raised the tail). Once a second read
+    /// has handed over a packet, the sockets are corked (``holdWrites(_:on:)``) until the batch ends: the kernel then
+    /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
+    /// usual case at a steady pace, is not corked. (What each of these is worth: docs/performance-history.md, "The
+    /// read loop".)
+    func readWaitingPackets(
+        _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
+    ) -> Int32? {
+        func hold(_ on: Bool) {
+            Self.holdWrites(on, on: pointer)
+            link?.holdWrites(on)
+        }
+        // Held already, for the loop's batch of turns.
+        var holding = loop.writesHeld
+        let mine = !holding
+        defer { if holding, mine { hold(false) } }
+        for index in 0..<Self.packetsPerWakeup {
+            if index > 0, !mayGoOn() { break }
+            let handled = loop.packetsHandled
+            let rc = mosquitto_loop_read(pointer, 1)
+            guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+                return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+            }
+            let drained = loop.packetsHandled == handled
+            if index > 0, !drained, !holding {
+                holding = true
+                hold(true)
+            }
+            if let rc = writeIfWanted(pointer) { return rc }
+            link?.write()
+            if drained { break }
+        }
+        return nil
+    }
+
+    /// Corks (or uncorks) both sessions' sockets for the loop: while several sessions take their turns one after the
+    /// other, what each writes leaves when all are done. A turn's own read loop then leaves them as they are.
+    func holdWritesOfTheTurns(_ hold: Bool) {
+        loop.writesHeld = hold
+        Self.holdWrites(hold, on: handle.pointer)
+        if let link = loop.link {
+            link.core.loop.writesHeld = hold
+            link.holdWrites(hold)
+        }
+    }
+
+    /// TCP_CORK on `pointer`'s socket (when it has one): while held, what is written waits in the kernel for a full
+    /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
+    static func holdWrites(_ hold: Bool, on pointer: OpaquePointer) {
+        let socket = mosquitto_socket(pointer)
+        guard socket >= 0 else { return }
+        cmosquitto_cork(socket, hold)
+    }
+
+    /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
+    func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
+        guard mosquitto_want_write(pointer) else { return nil }
+        let rc = mosquitto_loop_write(pointer, 1)
+        guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
+            return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
+        }
+        return nil
+    }
+}
