@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(CMalloc)
 import CMalloc
 #endif
@@ -43,10 +45,21 @@ struct HeapTrimmer: Sendable {
         #endif
     }
 
-    /// Returns free heap memory to the system (glibc only; elsewhere nothing).
+    /// Returns free heap memory to the system (glibc only; elsewhere nothing), unless it was done in the last
+    /// second: `malloc_trim` is the whole process's, and a cluster member's slots, each with a trimmer of its own,
+    /// would otherwise each trim after their start (256 slots: a quarter of an idle member's CPU, in `madvise` and
+    /// its TLB flushes).
     static func trim() {
         #if canImport(CMalloc)
+        let now = Int64((ContinuousClock.now - origin) / .milliseconds(1))
+        let last = lastTrim.load(ordering: .relaxed)
+        guard now - last >= 1_000, lastTrim.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+        else { return }
         _ = malloc_trim(0)
         #endif
     }
+
+    /// When the process last trimmed, in milliseconds since ``origin``.
+    private static let lastTrim = Atomic<Int64>(-1_000)
+    private static let origin = ContinuousClock.now
 }
