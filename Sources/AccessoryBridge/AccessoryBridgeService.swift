@@ -363,8 +363,9 @@ final class AvailabilityBeacon: Sendable {
         mqtt.will = BridgeStatuses.availability(online: false, under: root)
         client = try MQTTClient(configuration: mqtt, logger: logger)
         let client = client
+        let online = BridgeStatuses.availability(online: true, under: root)
         try client.start(onEvent: { event in
-            if case .connected = event { _ = try? client.publish(BridgeStatuses.availability(online: true, under: root)) }
+            if case .connected = event { _ = try? client.publish(online) }
         }, onMessage: { _ in })
     }
 

@@ -220,9 +220,9 @@ public final class MQTTClient: Sendable {
     /// Waits (up to two seconds) until the broker has acknowledged every QoS > 0 message published so far, then sends
     /// DISCONNECT (the broker does not publish the will) and stops reconnecting.
     ///
-    /// Returns when the network thread has ended, or after three more seconds. (Waiting first matters: libmosquitto
-    /// 2.0 treats an acknowledgement that arrives after its DISCONNECT was requested as a protocol error and drops
-    /// the connection without sending it, so the broker would publish the will.)
+    /// Returns when the network loop has let go of the client, or after three more seconds. (Waiting first matters:
+    /// libmosquitto 2.0 treats an acknowledgement that arrives after its DISCONNECT was requested as a protocol error
+    /// and drops the connection without sending it, so the broker would publish the will.)
     public func disconnect() async {
         drain()
         let publisher = core.publisher
@@ -239,8 +239,8 @@ public final class MQTTClient: Sendable {
     public func close() async {
         await disconnect()
         for session in core.sessions {
-            // Waits for the network thread without blocking (a TCP connect in progress can take long), so that
-            // joining it returns at once.
+            // Waits for the loop to let go of the session without blocking (a TCP connect in progress can take long),
+            // so that closing it returns at once.
             await session.waitForLoopExit()
             session.closeAfterItsLoop()
         }
@@ -249,10 +249,10 @@ public final class MQTTClient: Sendable {
     /// ``close()`` for code that cannot await: disconnects if needed and releases libmosquitto's resources.
     /// Idempotent.
     ///
-    /// Blocks until the network thread has ended: at most a few seconds, or as long as a TCP connect in progress
-    /// takes; from async code, use the async ``close()``. Called from the handler (on the network thread), it
-    /// returns at once and the network thread releases libmosquitto when its loop ends.
-    @available(*, noasync, message: "blocks until the network thread ends: use the async close()")
+    /// Blocks until the network loop has let go of the client: at most a few seconds, or as long as a TCP connect in
+    /// progress takes; from async code, use the async ``close()``. Called from a handler (on the loop's thread), it
+    /// returns at once and the loop releases libmosquitto when it lets go of the client.
+    @available(*, noasync, message: "blocks until the network loop lets go of the client: use the async close()")
     public func syncClose() {
         for session in core.sessions { session.closeAfterItsLoop() }
     }
@@ -312,8 +312,8 @@ extension ClientCore {
         try result.get()
     }
 
-    /// Stops reconnecting and ends the network thread: it sends DISCONNECT (the broker does not publish the will).
-    /// Returns when the thread has ended, or after three seconds.
+    /// Stops reconnecting, and the network loop lets go of the session once it sent DISCONNECT (the broker does not
+    /// publish the will). Returns when it has, or after three seconds.
     func stop() async {
         let (waiters, running) = state.withLock { state in
             switch state.lifecycle {
@@ -339,7 +339,8 @@ extension ClientCore {
     /// Closes this session: stops it, waits until its loop has let go of it (unless called on that loop's thread)
     /// and releases libmosquitto.
     func closeAfterItsLoop() {
-        let closing = state.withLock { state -> (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], byTheLoop: Bool, running: Bool)? in
+        typealias Closing = (waiters: [CheckedContinuation<Result<Void, MQTTError>, Never>], byTheLoop: Bool, running: Bool)
+        let closing = state.withLock { state -> Closing? in
             guard state.lifecycle != .closed else { return nil }
             state.lifecycle = .closed
             // On the loop's thread (the handler closes its client), or a publishing session whose receiving

@@ -6,10 +6,10 @@ import Musl
 import Darwin
 #endif
 
-/// A joinable OS thread for libmosquitto's network loop, which blocks (in `poll` and in the TCP connect) and so must
-/// not run on Swift's cooperative pool. Whether the caller is that thread is its session's ``LoopContext/isCurrent``.
-// @unchecked Sendable: `pthread_t` is a plain identifier; ClientCore hands it out exactly once (under its Mutex)
-// to the one caller that joins or detaches it.
+/// An OS thread for a ``NetworkLoop``, which blocks (in its wait and in a TCP connect) and so must not run on Swift's
+/// cooperative pool. The loop detaches it at once: its sessions, not the thread, say when they are done. Whether the
+/// caller is that thread is a session's ``LoopContext/isCurrent``.
+// @unchecked Sendable: `pthread_t` is a plain identifier, detached once by the loop that started the thread.
 struct NetworkThread: @unchecked Sendable {
     private let thread: pthread_t
 
@@ -34,12 +34,7 @@ struct NetworkThread: @unchecked Sendable {
         #endif
     }
 
-    /// Waits for the thread to end.
-    func join() {
-        _ = pthread_join(thread, nil)
-    }
-
-    /// Lets the system reclaim the thread when it ends, for a thread nobody will join.
+    /// Lets the system reclaim the thread when it ends.
     func detach() {
         _ = pthread_detach(thread)
     }
