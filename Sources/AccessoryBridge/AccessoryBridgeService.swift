@@ -26,9 +26,6 @@ public final class AccessoryBridgeService: Service {
     /// The hubs' and accessories' topic root: the configured one, or the slot's.
     private let root: TopicRoot
     private let offlineStatus: @Sendable () -> MQTTMessage
-    /// Home automation's availability needs a connection of its own (an ``AvailabilityBeacon``): the bridge's one
-    /// connection carries the BridgeStatus's will (`--no-publishing-session`).
-    private let availabilityOnItsOwn: Bool
     private let rebuilt = Atomic(false)
     private let stopping = StopSignal()
     /// A slot's session hands nothing to the processor until the slot is rebuilt.
@@ -86,13 +83,16 @@ public final class AccessoryBridgeService: Service {
             client = try MQTTClient(configuration: mqtt, loops: loops, logger: logger)
         }
         offlineStatus = { statuses.status(online: false, since: clock.now) }
-        availabilityOnItsOwn = configuration.homeAutomation && !configuration.publishingSession
         processor = MessageProcessor(
             configuration: configuration, instanceID: instanceID, publisher: client, clock: clock, logger: logger,
             metrics: metrics, onlineStatus: online, slot: slot, sharedDevices: sharedDevices)
         sharedDevices?.onPost { [client] in client.wakeHandler() }
         held = slot.map { [processor] _ in HeldHandler(processor) }
     }
+
+    /// Home automation's availability needs a connection of its own (an ``AvailabilityBeacon``): the bridge's one
+    /// connection carries the BridgeStatus's will (`--no-publishing-session`).
+    private var availabilityOnItsOwn: Bool { configuration.homeAutomation && !configuration.publishingSession }
 
     /// The buckets of the bridge's duration histograms, by metric label, for a metrics backend that takes them
     /// (the defaults of Prometheus clients, 5 ms – 10 s, are far above the microseconds a message takes).

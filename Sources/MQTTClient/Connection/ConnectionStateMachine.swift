@@ -40,8 +40,16 @@ struct ConnectionStateMachine: Sendable {
         case backingOff(until: ContinuousClock.Instant)
         /// A DISCONNECT was sent, and may take until the deadline to leave; `wasOpen`: the connection had opened.
         case disconnecting(deadline: ContinuousClock.Instant, wasOpen: Bool)
-        /// Done: the network thread leaves its loop.
+        /// Done: the network loop lets go of the session.
         case closed
+
+        /// Whether a connection is open or being made: its socket is the one to read and write.
+        var hasConnection: Bool {
+            switch self {
+            case .connecting, .opening, .connected, .disconnecting: true
+            case .idle, .backingOff, .closed: false
+            }
+        }
     }
 
     enum Action: Hashable, Sendable {

@@ -68,10 +68,6 @@ final class ClientCore: Sendable {
     /// The session that publishes.
     var publisher: ClientCore { publishing ?? self }
 
-    var stopRequested: Bool {
-        state.withLock { $0.stopRequested }
-    }
-
     /// Runs `body` with the handle unless the client was closed.
     func withHandle<Result>(_ body: (OpaquePointer) throws(MQTTError) -> Result) throws(MQTTError) -> Result {
         try library.withLock { (open: inout Bool) throws(MQTTError) -> Result in

@@ -40,7 +40,8 @@
         var finished = false
         /// The loop corked its sockets for a batch of turns (``ClientCore/holdWritesOfTheTurns(_:)``).
         var writesHeld = false
-        /// In its turn (``ClientCore/turn(_:)``): what the handler publishes is written before the turn ends.
+        /// In its turn (``ClientCore/turn(_:)``; a publishing session: in its receiving session's): what the handler
+        /// publishes is written before the turn ends.
         var turning = false
     }
 

@@ -12,7 +12,7 @@ import Darwin
 // @unchecked Sendable: the pointer is used from several threads only the way libmosquitto allows in threaded mode
 // (`mosquitto_threaded_set`): the network thread alone connects and runs the loop; other threads only publish,
 // subscribe and disconnect, and only under `ClientCore.library`, whose flag turns false before
-// `mosquitto_destroy`, which runs after the network thread was joined (or on that thread, after its loop).
+// `mosquitto_destroy`, which runs after the network loop let go of the session (or on its thread, as it does).
 struct MosquittoHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }

@@ -115,12 +115,7 @@ final class PublishingLink {
     private var pointer: OpaquePointer { core.handle.pointer }
 
     /// Whether the connection is open or being made (its socket is then the one to watch).
-    private var connecting: Bool {
-        switch core.loop.machine.phase {
-        case .connecting, .opening, .connected, .disconnecting: true
-        case .idle, .backingOff, .closed: false
-        }
-    }
+    private var connecting: Bool { core.loop.machine.phase.hasConnection }
 
     /// The session stopped, and its connection is closed (or its DISCONNECT's time is up).
     var isOver: Bool { stopping && (core.loop.finished || !connecting) }

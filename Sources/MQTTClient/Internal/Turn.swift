@@ -39,10 +39,12 @@ extension ClientCore {
     /// Gives the session a turn soon: for another thread that gave it work (a message to write, a stop, a wake-up of
     /// its handler). A publishing session's turn is its receiving session's.
     func wake() {
+        // On the loop's thread, in the session's turn (the handler publishing): the turn looks at everything again
+        // before it ends. The hot path: nothing else is read.
+        let current = loop.isCurrent
+        if current, loop.turning { return }
         if let receiving = loop.receiving { return receiving.wake() }
-        if loop.isCurrent {
-            // On the loop's thread: a session in its turn looks at everything again before the turn ends.
-            if loop.turning { return }
+        if current {
             if !woken.exchange(true, ordering: .relaxed) { networkLoop?.wake(self, signal: false) }
         } else if !woken.exchange(true, ordering: .relaxed) {
             networkLoop?.wake(self, signal: true)
@@ -52,17 +54,22 @@ extension ClientCore {
     /// One turn, after the loop's wait: `ready` is what it found on each session's socket. Returns whether the
     /// session is over (both state machines ended).
     func turn(_ ready: Sockets<Poller.Readiness>) -> Bool {
-        loop.turning = true
-        defer { loop.turning = false }
+        setTurning(true)
+        defer { setTurning(false) }
         if !loop.finished {
-            let lifecycle = state.withLock { $0.lifecycle }
-            if lifecycle != .running, lifecycle != .draining, !loop.machine.stopRequested {
+            let (stopping, draining) = state.withLock { ($0.stopRequested, $0.lifecycle == .draining) }
+            if stopping, !loop.machine.stopRequested {
                 perform(loop.machine.stop(at: .now))
-            } else if lifecycle == .draining, !loop.machine.draining {
+            } else if draining, !loop.machine.draining {
                 perform(loop.machine.drain())
                 if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
             }
             switch loop.machine.phase {
+            case .idle, .closed:
+                loop.finished = true
+            case .backingOff:
+                // The publishing session goes on meanwhile.
+                break
             case .connecting, .opening, .connected, .disconnecting:
                 let rc = service(handle.pointer, ready.receiving)
                 if rc == MosquittoLibrary.success {
@@ -72,11 +79,6 @@ extension ClientCore {
                     loop.connack = nil
                     perform(loop.machine.connectionEnded(MQTTError.disconnected(code: rc), at: .now))
                 }
-            case .backingOff:
-                // The publishing session goes on meanwhile.
-                break
-            case .idle, .closed:
-                loop.finished = true
             }
         }
         if let link = loop.link {
@@ -93,6 +95,12 @@ extension ClientCore {
         return loop.finished && loop.link?.isOver != false
     }
 
+    /// In a turn, for both sessions (a publishing session's ``wake()`` reads its own flag).
+    private func setTurning(_ turning: Bool) {
+        loop.turning = turning
+        loop.link?.core.loop.turning = turning
+    }
+
     /// What the session's sockets wait for now (the receiving one's, the publishing one's) and when its next turn is
     /// due: the handler's wake-up, a state machine's deadline, or ``longestWait``.
     func interest() -> (sockets: Sockets<Poller.Interest?>, due: ContinuousClock.Instant) {
@@ -102,16 +110,11 @@ extension ClientCore {
         if !loop.finished {
             if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
             if let deadline = loop.machine.nextDeadline { due = min(due, deadline) }
-            switch loop.machine.phase {
-            case .connecting, .opening, .connected, .disconnecting:
-                let socket = mosquitto_socket(handle.pointer)
-                if socket >= 0 {
-                    receiving = .init(
-                        descriptor: socket, read: mayRead(), write: mosquitto_want_write(handle.pointer),
-                        connection: loop.connections)
-                }
-            case .idle, .backingOff, .closed:
-                break
+            let socket = mosquitto_socket(handle.pointer)
+            if loop.machine.phase.hasConnection, socket >= 0 {
+                receiving = .init(
+                    descriptor: socket, read: mayRead(), write: mosquitto_want_write(handle.pointer),
+                    connection: loop.connections)
             }
         }
         if let link = loop.link, let deadline = link.core.loop.machine.nextDeadline { due = min(due, deadline) }
