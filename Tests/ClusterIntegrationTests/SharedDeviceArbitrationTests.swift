@@ -109,72 +109,79 @@ import TestSupport
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let store = try EtcdClient(endpoint: etcd.endpoint, logger: logger)
-        // The test reads etcd as a member would: in a session of its own.
-        let session = LeaseSession(lease: try await store.grantLease(ttl: .seconds(60)))
-        let keys = ClusterKeys(cluster: "test")
-        let device = try await PlayingDevice(Self.device, broker: broker)
-        try device.play(.idle)
+        // Let go of on every path: an HTTP client released without its shutdown stops the test process, and
+        // with it every other test of the run.
+        do {
+            // The test reads etcd as a member would: in a session of its own.
+            let session = LeaseSession(lease: try await store.grantLease(ttl: .seconds(60)))
+            let keys = ClusterKeys(cluster: "test")
+            let device = try await PlayingDevice(Self.device, broker: broker)
+            try device.play(.idle)
 
-        var hubs: [AccessoryHub] = []
-        var paired: [PairedAccessory] = []
-        for (hubID, accessory) in zip(hubIDs, accessories) {
-            var mqtt = MQTTConfiguration(clientID: "\(hubID)")
-            mqtt.port = broker.port
-            var options = AccessoryHub.Options()
-            options.slots = slots
-            let hub = try AccessoryHub(hubID: hubID, mqtt: mqtt, options: options, logger: logger)
-            try await hub.start(timeout: .seconds(20))
-            let pairing = try await hub.pair(accessory, name: "\(accessory)", model: "M", hardwareCapabilities: .all)
-            try await hub.register(pairing, [.audioSwitching, .placement])
-            try await hub.report(primary: Self.device, secondary: nil, for: pairing)
-            hubs.append(hub)
-            paired.append(pairing)
-        }
-        try await waitUntil("the device is shared by both slots") {
-            (try await store.get(keys.shared(Self.device), in: session)).map { ListerSlots(parsing: $0.value).slots.count } == 2
-        }
-        /// Puts accessory `index` on (or takes it off) and waits until its worn listing is in etcd (or gone).
-        func place(_ index: Int, _ placement: Placement) async throws {
-            try await hubs[index].report(placement: placement, for: paired[index])
-            let worn = placement != .offHead
-            try await waitUntil("\(accessories[index]) \(worn ? "listed" : "no longer listed") as worn") {
-                (try await store.get(keys.worn(Self.device, by: accessories[index]), in: session) != nil) == worn
+            var hubs: [AccessoryHub] = []
+            var paired: [PairedAccessory] = []
+            for (hubID, accessory) in zip(hubIDs, accessories) {
+                var mqtt = MQTTConfiguration(clientID: "\(hubID)")
+                mqtt.port = broker.port
+                var options = AccessoryHub.Options()
+                options.slots = slots
+                let hub = try AccessoryHub(hubID: hubID, mqtt: mqtt, options: options, logger: logger)
+                try await hub.start(timeout: .seconds(20))
+                let pairing = try await hub.pair(accessory, name: "\(accessory)", model: "M", hardwareCapabilities: .all)
+                try await hub.register(pairing, [.audioSwitching, .placement])
+                try await hub.report(primary: Self.device, secondary: nil, for: pairing)
+                hubs.append(hub)
+                paired.append(pairing)
             }
+            try await waitUntil("the device is shared by both slots") {
+                (try await store.get(keys.shared(Self.device), in: session)).map { ListerSlots(parsing: $0.value).slots.count } == 2
+            }
+            /// Puts accessory `index` on (or takes it off) and waits until its worn listing is in etcd (or gone).
+            func place(_ index: Int, _ placement: Placement) async throws {
+                try await hubs[index].report(placement: placement, for: paired[index])
+                let worn = placement != .offHead
+                try await waitUntil("\(accessories[index]) \(worn ? "listed" : "no longer listed") as worn") {
+                    (try await store.get(keys.worn(Self.device, by: accessories[index]), in: session) != nil) == worn
+                }
+            }
+
+            // a1 is put on, then a2: when the device plays, a2 is the most recently worn, whichever slot asks first.
+            try await place(0, .onHead)
+            try await place(1, .onHead)
+            try device.play(.media)
+            try await waitUntil("the device routed") { device.routed != nil }
+            #expect(device.routed == accessories[1])
+
+            // a2 is taken off (rule 5 pauses the device); it plays again: now a1 is the only worn one.
+            try await place(1, .offHead)
+            try await waitUntil("the device paused") { device.applied.count == 2 }
+            try device.play(.media)
+            try await waitUntil("the device routed to a1") { device.routed == accessories[0] }
+
+            // a2 is put on again: rule 4 takes the device from the other slot, as one bridge would.
+            try await place(1, .onHead)
+            try await waitUntil("the device routed to a2 again") { device.routed == accessories[1] }
+
+            let applied = device.applied.map { "\($0.action) \($0.accessoryID) \($0.reason)" }
+            #expect(
+                applied == [
+                    "ROUTE_TO_ACCESSORY a2 SOURCE_ACTIVATED", "PAUSE a2 TAKEN_OFF", "ROUTE_TO_ACCESSORY a1 SOURCE_ACTIVATED",
+                    "ROUTE_TO_ACCESSORY a2 PUT_ON",
+                ], "one command per change, each from the slot that holds the device")
+            #expect(device.dropped.isEmpty, "no holder's command was older than what the device applied: \(device.dropped)")
+            let epochs = device.applied.map(\.epoch)
+            #expect(epochs == epochs.sorted() && Set(epochs).count == 3, "each holding is a newer epoch: \(epochs)")
+            // The retained states: a2 has the device, a1 does not (its slot let it go without a command).
+            try await waitUntil("a1's state no longer names the device, a2's does") {
+                let states = try await Self.retainedStates(broker: broker)
+                return states[accessories[0]]?.routedSource == nil && states[accessories[1]]?.routedSource == Self.device
+            }
+            for hub in hubs { await hub.stop() }
+            await device.client.close()
+        } catch {
+            await store.shutdown()
+            throw error
         }
-
-        // a1 is put on, then a2: when the device plays, a2 is the most recently worn, whichever slot asks first.
-        try await place(0, .onHead)
-        try await place(1, .onHead)
-        try device.play(.media)
-        try await waitUntil("the device routed") { device.routed != nil }
-        #expect(device.routed == accessories[1])
-
-        // a2 is taken off (rule 5 pauses the device); it plays again: now a1 is the only worn one.
-        try await place(1, .offHead)
-        try await waitUntil("the device paused") { device.applied.count == 2 }
-        try device.play(.media)
-        try await waitUntil("the device routed to a1") { device.routed == accessories[0] }
-
-        // a2 is put on again: rule 4 takes the device from the other slot, as one bridge would.
-        try await place(1, .onHead)
-        try await waitUntil("the device routed to a2 again") { device.routed == accessories[1] }
-
-        let applied = device.applied.map { "\($0.action) \($0.accessoryID) \($0.reason)" }
-        #expect(
-            applied == [
-                "ROUTE_TO_ACCESSORY a2 SOURCE_ACTIVATED", "PAUSE a2 TAKEN_OFF", "ROUTE_TO_ACCESSORY a1 SOURCE_ACTIVATED",
-                "ROUTE_TO_ACCESSORY a2 PUT_ON",
-            ], "one command per change, each from the slot that holds the device")
-        #expect(device.dropped.isEmpty, "no holder's command was older than what the device applied: \(device.dropped)")
-        let epochs = device.applied.map(\.epoch)
-        #expect(epochs == epochs.sorted() && Set(epochs).count == 3, "each holding is a newer epoch: \(epochs)")
-        // The retained states: a2 has the device, a1 does not (its slot let it go without a command).
-        try await waitUntil("a1's state no longer names the device, a2's does") {
-            let states = try await Self.retainedStates(broker: broker)
-            return states[accessories[0]]?.routedSource == nil && states[accessories[1]]?.routedSource == Self.device
-        }
-        for hub in hubs { await hub.stop() }
-        await device.client.close()
         await store.shutdown()
     }
 
