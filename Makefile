@@ -106,7 +106,8 @@ ha-validate: deps
 ## bench-e2e: end to end through ONE mosquitto, the bridge against a bare C relay (Benchmarks/Relay: decode, then
 ## publish a result, a retained state and a command; nothing else), interleaved A B A B over ROUNDS rounds (3): max
 ## throughput and CPU µs per report under a flood of DURATION seconds (10), p50/p99 latency and CPU µs per report
-## at PACE% (50) of the relay's max, the bridge's peak RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh).
+## at PACE% (50) of the relay's max (the p99 also as the median of WINDOW-second windows' p99s, 1), the bridge's peak
+## RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh).
 ## The relay and Benchmarks/LoadGen are C99 built by gcc, the bridge a release build, all in .build-e2e. PERF=1 also
 ## profiles the last round's floods.
 ROUNDS       ?= 3

@@ -49,6 +49,7 @@ struct options {
     double settle;
     double ready_timeout;
     double setup_timeout;
+    double window;        /* --window: the length of the windows whose p99s are reported besides the whole run's */
     bool json;
     bool own_sources;
     uint8_t source[6];    /* --source: the playing device every accessory lists */
@@ -98,9 +99,13 @@ struct loadgen {
     uint64_t unexpected;
     uint64_t failed;
     char first_failure[256];
-    uint64_t *latencies_ns;
+    uint64_t *latencies_ns; /* in the order the results arrived */
     size_t latency_capacity;
     uint64_t last_result_ns;
+    uint64_t measure_started_ns;
+    size_t *window_first;   /* window w's results are latencies_ns[window_first[w]] up to the next window's first */
+    size_t windows;
+    size_t window_capacity;
 };
 
 struct measurement {

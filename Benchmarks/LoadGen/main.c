@@ -141,6 +141,7 @@ int main(int argc, char **argv)
     free(lg.topics);
     free(lg.idle);
     free(lg.latencies_ns);
+    free(lg.window_first);
     free(lg.opt.host);
     mosquitto_lib_cleanup();
     return status;

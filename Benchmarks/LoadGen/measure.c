@@ -59,6 +59,7 @@ int measure(struct loadgen *lg, struct measurement *m)
     bool sending = true;
     uint64_t drain_deadline = 0;
     lg->last_result_ns = start;
+    lg->measure_started_ns = start;
 
     for (;;) {
         uint64_t now = now_ns();

@@ -18,7 +18,7 @@ static void usage(FILE *out)
             "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources | --source HEX12]\n"
             "               [--server-pid PID]\n"
             "               [--broker-pid PID] [--source-root R]\n"
-            "               [--ready-file PATH] [--accessory-prefix P]\n");
+            "               [--ready-file PATH] [--accessory-prefix P] [--window S]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -59,6 +59,7 @@ int parse_options(int argc, char **argv, struct options *opt)
         .broker = "mqtt://127.0.0.1:1883", .topic_root = "audio", .hub = "load-hub", .accessories = 1000,
         .accessory_prefix = "acc",
         .rate = 0, .seconds = 10, .reports = 0, .drain = 5, .settle = 1, .ready_timeout = 30, .setup_timeout = 60,
+        .window = 1,
         .source = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc}, .source_hex = "123456789abc",
     };
     snprintf(opt->client_id, sizeof opt->client_id, "loadgen-%ld", (long)getpid());
@@ -126,6 +127,8 @@ int parse_options(int argc, char **argv, struct options *opt)
             ok = parse_double(value, 0, &opt->drain);
         } else if (strcmp(arg, "--settle") == 0) {
             ok = parse_double(value, 0, &opt->settle);
+        } else if (strcmp(arg, "--window") == 0) {
+            ok = parse_double(value, 0.01, &opt->window);
         } else if (strcmp(arg, "--setup-timeout") == 0) {
             ok = parse_double(value, 1, &opt->setup_timeout);
         } else if (strcmp(arg, "--server-pid") == 0) {

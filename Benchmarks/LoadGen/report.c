@@ -1,5 +1,6 @@
 /*
- * The measured phase's figures: latency percentiles, throughput, CPU per result, as text or one JSON line.
+ * The measured phase's figures: latency percentiles (of the whole phase, and the median and worst of its windows'
+ * p99s), throughput, CPU per result, as text or one JSON line.
  */
 #include "loadgen.h"
 
@@ -11,6 +12,12 @@
 static int compare_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
@@ -45,8 +52,35 @@ static void print_number(const char *key, double value, bool last)
     }
 }
 
+/* The p99s of the windows that lie wholly inside the measured phase (--window seconds each, by the results' arrival),
+ * ascending in `p99_ms` (room for lg->windows); their count. Sorts each window's latencies in place. */
+static size_t window_p99s(const struct loadgen *lg, const struct measurement *m, double *p99_ms)
+{
+    uint64_t length = seconds_ns(lg->opt.window);
+    size_t count = 0;
+    for (size_t w = 0; w < lg->windows; w++) {
+        if (m->started_ns + (w + 1) * length > m->ended_ns) {
+            break;
+        }
+        size_t first = lg->window_first[w];
+        size_t end = w + 1 < lg->windows ? lg->window_first[w + 1] : lg->results;
+        qsort(lg->latencies_ns + first, end - first, sizeof *lg->latencies_ns, compare_u64);
+        double p99 = percentile_ms(lg->latencies_ns + first, end - first, 99);
+        if (!isnan(p99)) {
+            p99_ms[count++] = p99;
+        }
+    }
+    qsort(p99_ms, count, sizeof *p99_ms, compare_double);
+    return count;
+}
+
 void report(const struct loadgen *lg, const struct measurement *m, double setup_s)
 {
+    double *windows_p99 = malloc((lg->windows ? lg->windows : 1) * sizeof *windows_p99);
+    size_t windows = windows_p99 != NULL ? window_p99s(lg, m, windows_p99) : 0;
+    double window_median = windows ? windows_p99[(windows - 1) / 2] : NAN;
+    double window_max = windows ? windows_p99[windows - 1] : NAN;
+    free(windows_p99);
     qsort(lg->latencies_ns, lg->results, sizeof *lg->latencies_ns, compare_u64);
     double p50 = percentile_ms(lg->latencies_ns, lg->results, 50);
     double p90 = percentile_ms(lg->latencies_ns, lg->results, 90);
@@ -67,6 +101,9 @@ void report(const struct loadgen *lg, const struct measurement *m, double setup_
         print_number("p90_ms", p90, false);
         print_number("p99_ms", p99, false);
         print_number("max_ms", max, false);
+        printf("\"window_s\":%.3f,\"windows\":%zu,", lg->opt.window, windows);
+        print_number("window_p99_median_ms", window_median, false);
+        print_number("window_p99_max_ms", window_max, false);
         print_number("throughput", throughput, false);
         print_number("duration_s", duration, false);
         print_number("setup_s", setup_s, false);
@@ -80,6 +117,8 @@ void report(const struct loadgen *lg, const struct measurement *m, double setup_
         printf("lost %" PRIu64 ", duplicated %" PRIu64 ", unexpected %" PRIu64 ", failed %" PRIu64 "\n",
                lg->outstanding, lg->duplicated, lg->unexpected, lg->failed);
         printf("latency ms: p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", p50, p90, p99, max);
+        printf("p99 of each %.3g s window: median %.3f  max %.3f ms (%zu windows)\n", lg->opt.window, window_median,
+               window_max, windows);
         printf("throughput: %.0f results/s\n", throughput);
         if (server_us >= 0) {
             printf("server CPU: %.2f us/result\n", server_us);

@@ -38,6 +38,42 @@ static long result_index(const struct loadgen *lg, const char *topic)
     return index;
 }
 
+/* Makes room for one more element in `*array` (`count` used of `*capacity`, `size` bytes each; the first allocation
+ * holds `first`); -1 after saying so when out of memory (the run then stops). */
+static int reserve(struct loadgen *lg, void **array, size_t count, size_t *capacity, size_t size, size_t first,
+                   const char *what)
+{
+    if (count < *capacity) {
+        return 0;
+    }
+    size_t grown_capacity = *capacity ? *capacity * 2 : first;
+    void *grown = realloc(*array, grown_capacity * size);
+    if (grown == NULL) {
+        fprintf(stderr, "loadgen: out of memory for %s\n", what);
+        lg->failed_fatally = true;
+        return -1;
+    }
+    *array = grown;
+    *capacity = grown_capacity;
+    return 0;
+}
+
+/* Opens every --window that began by `arrived` (none of them may stay without a first index); -1 when out of
+ * memory. */
+static int open_windows(struct loadgen *lg, uint64_t arrived)
+{
+    uint64_t elapsed = arrived > lg->measure_started_ns ? arrived - lg->measure_started_ns : 0;
+    size_t window = (size_t)(elapsed / seconds_ns(lg->opt.window));
+    while (lg->windows <= window) {
+        if (reserve(lg, (void **)&lg->window_first, lg->windows, &lg->window_capacity, sizeof *lg->window_first, 64,
+                    "windows") != 0) {
+            return -1;
+        }
+        lg->window_first[lg->windows++] = lg->results;
+    }
+    return 0;
+}
+
 static void on_result(struct loadgen *lg, long index, const Audioaccessory__V1__RequestResult *result)
 {
     uint64_t arrived = now_ns();
@@ -58,16 +94,10 @@ static void on_result(struct loadgen *lg, long index, const Audioaccessory__V1__
         return;
     }
     if (accessory->outstanding != 0 && sequence == accessory->outstanding) {
-        if (lg->results == lg->latency_capacity) {
-            size_t capacity = lg->latency_capacity ? lg->latency_capacity * 2 : 65536;
-            uint64_t *grown = realloc(lg->latencies_ns, capacity * sizeof *grown);
-            if (grown == NULL) {
-                fprintf(stderr, "loadgen: out of memory for latencies\n");
-                lg->failed_fatally = true;
-                return;
-            }
-            lg->latencies_ns = grown;
-            lg->latency_capacity = capacity;
+        if (reserve(lg, (void **)&lg->latencies_ns, lg->results, &lg->latency_capacity, sizeof *lg->latencies_ns,
+                    65536, "latencies") != 0 ||
+            open_windows(lg, arrived) != 0) {
+            return;
         }
         lg->latencies_ns[lg->results++] = arrived - accessory->sent_at_ns;
         lg->last_result_ns = arrived;
