@@ -209,6 +209,12 @@ public final class MQTTClient: Sendable {
         core.publisher.state.withLock { $0.pending.count }
     }
 
+    /// QoS > 0 messages handed to the broker whose acknowledgement has not been read yet (at most the send window,
+    /// ``MQTTConfiguration/maximumInflightMessages``).
+    public var messagesInFlight: Int {
+        core.publisher.state.withLock { $0.unacknowledged.count }
+    }
+
     /// Stops reopening the connection, as a shutdown begins: it stays open for what is still to be published and
     /// acknowledged, but one that ends from now on (the broker going away first) ends the client, and that is no
     /// failure (``MQTTEvent/disconnected(_:)`` with `nil`). ``disconnect()`` does this first. Callable from any

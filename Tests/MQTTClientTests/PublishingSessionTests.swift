@@ -165,6 +165,51 @@ struct PublishingSessionTests {
         await setup.client.close()
     }
 
+    /// A publishing session's acknowledgements wait for the next turn (nothing wakes the loop for them alone): with
+    /// nothing else arriving, they are still read, and a connection the broker then takes away ends with nothing
+    /// sent again on the next one.
+    @Test func acknowledgementsAreReadWhileNothingElseArrivesAndNothingIsSentTwice() async throws {
+        let broker = try await MosquittoBroker()
+        let clientID = "acks-\(UUID().uuidString.prefix(8))"
+        var receiving = MQTTConfiguration(clientID: clientID)
+        receiving.host = broker.host
+        receiving.port = broker.port
+        receiving.reconnectDelay = .milliseconds(100)
+        receiving.maximumReconnectDelay = .milliseconds(200)
+        let client = try MQTTClient(configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
+        let echo = Echo(client)
+        try await closing(client) {
+            try client.subscribe("in/#", qos: .atLeastOnce)
+            try client.start(echo)
+            try await client.waitUntilConnected(timeout: .seconds(10))
+            let observer = try TestClient(broker)
+            try await observer.connect()
+            try await observer.subscribe("out/#")
+            let sender = try TestClient(broker)
+            try await sender.connect()
+
+            // Five echoes, fewer than half the window (100): their acknowledgements may wait, and nothing follows.
+            for index in 0..<5 {
+                try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+            }
+            _ = try await observer.inbox.waitForMessages(count: 5, on: nil)
+            try await waitUntil("the five echoes acknowledged") { client.messagesInFlight == 0 }
+
+            // The broker takes the publishing connection away; it comes back, and echoes a sixth.
+            let usurper = try await broker.startSubscriber(
+                topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
+            usurper.kill()
+            try await waitUntil("connected again") {
+                echo.record.withLock { $0.events.filter(\.isConnected).count } >= 2
+            }
+            try sender.client.publish(MQTTMessage(topic: "in/5", payload: Array("5".utf8)))
+            // What a new connection sends again comes before the sixth echo: once it is here, look.
+            _ = try await observer.inbox.waitForMessages(count: 1, on: "out/5")
+            let echoed = observer.inbox.messages.map(\.topic)
+            #expect(echoed == (0..<6).map { "out/\($0)" }, "\(echoed)")
+        }
+    }
+
     @Test func thePublishingConnectionComesBackAloneAndTheReceivingOneStays() async throws {
         let broker = try await MosquittoBroker()
         let clientID = "alone-\(UUID().uuidString.prefix(8))"

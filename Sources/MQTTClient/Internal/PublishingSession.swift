@@ -125,24 +125,61 @@ final class PublishingLink {
         core.perform(core.loop.machine.start())
     }
 
-    /// What the session's socket waits for, while the connection is open or being made.
-    func interest() -> Poller.Interest? {
+    /// How long acknowledgements may wait for a turn (``acknowledgementsMayWait``).
+    static let acknowledgementDelay = Duration.milliseconds(5)
+
+    /// What the session's socket waits for, while the connection is open or being made, and when its next turn is due
+    /// for what the broker sent meanwhile.
+    func interest(at now: ContinuousClock.Instant) -> (socket: Poller.Interest?, due: ContinuousClock.Instant?) {
         let socket = mosquitto_socket(pointer)
-        guard !isOver, connecting, socket >= 0 else { return nil }
-        return .init(
-            descriptor: socket, read: true, write: mosquitto_want_write(pointer), connection: core.loop.connections)
+        guard !isOver, connecting, socket >= 0 else { return (nil, nil) }
+        let (mayWait, inFlight) = acknowledgementsMayWait
+        let interest = Poller.Interest(
+            descriptor: socket, read: !mayWait, write: mosquitto_want_write(pointer), connection: core.loop.connections)
+        return (interest, mayWait && inFlight ? now + Self.acknowledgementDelay : nil)
     }
 
-    /// In the receiving session's turn: reads what arrived (acknowledgements), writes what waits, keeps the
-    /// connection alive.
+    /// Whether what the broker sends this session (acknowledgements, mostly) may wait for the receiving session's next
+    /// turn rather than wake the loop, and whether anything is in flight. They may while the connection is up and
+    /// running, with less than half the send window in flight and nothing waiting for room in it: a report's
+    /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and
+    /// at the latest ``acknowledgementDelay`` after the last turn. Connecting, draining, stopping, and a window half
+    /// full read at once; a failed or reset socket wakes the loop whatever it waits for. (What it is worth:
+    /// docs/performance-history.md, "Acknowledgements in the next turn".)
+    private var acknowledgementsMayWait: (Bool, inFlight: Bool) {
+        let machine = core.loop.machine
+        guard !stopping, machine.isConnected, !machine.draining, !machine.stopRequested else { return (false, false) }
+        let window = core.configuration.maximumInflightMessages
+        return core.state.withLock {
+            ($0.pending.isEmpty && $0.unacknowledged.count < window / 2, !$0.unacknowledged.isEmpty)
+        }
+    }
+
+    /// At the start of the receiving session's turn, before it writes anything: what the broker sent this connection
+    /// meanwhile, asked for or not. Read before writing, so that a connection the broker closed after acknowledging
+    /// the last messages ends with those acknowledged (they are not sent again on the next connection).
+    func readWhatArrived() {
+        guard !isOver, core.loop.machine.isConnected, mosquitto_socket(pointer) >= 0 else { return }
+        readInThisTurn = true
+        if let rc = core.readWaitingPackets(pointer) { ended(rc) }
+    }
+
+    /// ``readWhatArrived()`` read in this turn already.
+    private var readInThisTurn = false
+
+    /// In the receiving session's turn: reads what arrived (unless ``readWhatArrived()`` did), writes what waits,
+    /// keeps the connection alive.
     func service(_ ready: Poller.Readiness) {
+        defer { readInThisTurn = false }
         guard !isOver, connecting else { return }
         guard mosquitto_socket(pointer) >= 0 else {
             ended(MosquittoLibrary.noConnection)
             return
         }
         var rc = MosquittoLibrary.success
-        if !ready.isDisjoint(with: [.readable, .failed]), let failed = core.readWaitingPackets(pointer) {
+        if !readInThisTurn, !ready.isDisjoint(with: [.readable, .failed]),
+            let failed = core.readWaitingPackets(pointer)
+        {
             rc = failed
         }
         if rc == MosquittoLibrary.success, let failed = core.writeIfWanted(pointer) { rc = failed }

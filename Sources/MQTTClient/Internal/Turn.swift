@@ -56,6 +56,7 @@ extension ClientCore {
     func turn(_ ready: Sockets<Poller.Readiness>) -> Bool {
         setTurning(true)
         defer { setTurning(false) }
+        loop.link?.readWhatArrived()
         if !loop.finished {
             let (stopping, draining) = state.withLock { ($0.stopRequested, $0.lifecycle == .draining) }
             if stopping, !loop.machine.stopRequested {
@@ -117,8 +118,14 @@ extension ClientCore {
                     connection: loop.connections)
             }
         }
-        if let link = loop.link, let deadline = link.core.loop.machine.nextDeadline { due = min(due, deadline) }
-        return (Sockets(receiving: receiving, publishing: loop.link?.interest()), due)
+        var publishing: Poller.Interest?
+        if let link = loop.link {
+            let (socket, acknowledgementsDue) = link.interest(at: now)
+            publishing = socket
+            if let deadline = link.core.loop.machine.nextDeadline { due = min(due, deadline) }
+            if let acknowledgementsDue { due = min(due, acknowledgementsDue) }
+        }
+        return (Sockets(receiving: receiving, publishing: publishing), due)
     }
 
     /// Whether `descriptor` is still the socket of `session` (this one, or its publishing session): a closed socket's
