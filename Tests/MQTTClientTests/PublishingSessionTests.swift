@@ -165,18 +165,23 @@ struct PublishingSessionTests {
         await setup.client.close()
     }
 
-    /// A publishing session's acknowledgements wait for the next turn (nothing wakes the loop for them alone): with
-    /// nothing else arriving, they are still read, and a connection the broker then takes away ends with nothing
-    /// sent again on the next one.
-    @Test func acknowledgementsAreReadWhileNothingElseArrivesAndNothingIsSentTwice() async throws {
+    /// An echo client with both sessions on one broker (reconnecting within 200 ms), connected, and an observer
+    /// subscribed to `out/#`; closes the client after `body`.
+    func withEchoOnOneBroker(
+        _ name: String,
+        _ body: (
+            _ broker: MosquittoBroker, _ clientID: String, _ client: MQTTClient, _ echo: Echo, _ observer: TestClient
+        ) async throws -> Void
+    ) async throws {
         let broker = try await MosquittoBroker()
-        let clientID = "acks-\(UUID().uuidString.prefix(8))"
+        let clientID = "\(name)-\(UUID().uuidString.prefix(8))"
         var receiving = MQTTConfiguration(clientID: clientID)
         receiving.host = broker.host
         receiving.port = broker.port
         receiving.reconnectDelay = .milliseconds(100)
         receiving.maximumReconnectDelay = .milliseconds(200)
-        let client = try MQTTClient(configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
+        let client = try MQTTClient(
+            configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
         let echo = Echo(client)
         try await closing(client) {
             try client.subscribe("in/#", qos: .atLeastOnce)
@@ -185,9 +190,27 @@ struct PublishingSessionTests {
             let observer = try TestClient(broker)
             try await observer.connect()
             try await observer.subscribe("out/#")
+            try await body(broker, clientID, client, echo, observer)
+        }
+    }
+
+    /// Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
+    func takeThePublishingConnection(_ clientID: String, on broker: MosquittoBroker, from echo: Echo) async throws {
+        let usurper = try await broker.startSubscriber(
+            topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
+        usurper.kill()
+        try await waitUntil("connected again", timeout: .seconds(10)) {
+            echo.record.withLock { $0.events.filter(\.isConnected).count } >= 2
+        }
+    }
+
+    /// A publishing session's acknowledgements wait for the next turn (nothing wakes the loop for them alone): with
+    /// nothing else arriving, they are still read, and a connection the broker then takes away ends with nothing
+    /// sent again on the next one.
+    @Test func acknowledgementsAreReadWhileNothingElseArrivesAndNothingIsSentTwice() async throws {
+        try await withEchoOnOneBroker("acks") { broker, clientID, client, echo, observer in
             let sender = try TestClient(broker)
             try await sender.connect()
-
             // Five echoes, fewer than half the window (100): their acknowledgements may wait, and nothing follows.
             for index in 0..<5 {
                 try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
@@ -195,13 +218,7 @@ struct PublishingSessionTests {
             _ = try await observer.inbox.waitForMessages(count: 5, on: nil)
             try await waitUntil("the five echoes acknowledged") { client.messagesInFlight == 0 }
 
-            // The broker takes the publishing connection away; it comes back, and echoes a sixth.
-            let usurper = try await broker.startSubscriber(
-                topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
-            usurper.kill()
-            try await waitUntil("connected again") {
-                echo.record.withLock { $0.events.filter(\.isConnected).count } >= 2
-            }
+            try await takeThePublishingConnection(clientID, on: broker, from: echo)
             try sender.client.publish(MQTTMessage(topic: "in/5", payload: Array("5".utf8)))
             // What a new connection sends again comes before the sixth echo: once it is here, look.
             _ = try await observer.inbox.waitForMessages(count: 1, on: "out/5")
@@ -211,35 +228,9 @@ struct PublishingSessionTests {
     }
 
     @Test func thePublishingConnectionComesBackAloneAndTheReceivingOneStays() async throws {
-        let broker = try await MosquittoBroker()
-        let clientID = "alone-\(UUID().uuidString.prefix(8))"
-        var receiving = MQTTConfiguration(clientID: clientID)
-        receiving.host = broker.host
-        receiving.port = broker.port
-        receiving.reconnectDelay = .milliseconds(100)
-        receiving.maximumReconnectDelay = .milliseconds(200)
-        let client = try MQTTClient(configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
-        let echo = Echo(client)
-        try await closing(client) {
-            try client.subscribe("in/#", qos: .atLeastOnce)
-            try client.start(echo)
-            try await client.waitUntilConnected(timeout: .seconds(10))
-            let observer = try TestClient(broker)
-            try await observer.connect()
-            try await observer.subscribe("out/#")
+        try await withEchoOnOneBroker("alone") { broker, clientID, _, echo, observer in
             let offset = broker.logLength
-
-            // Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
-            let usurper = try await broker.startSubscriber(
-                topic: "takeover/x", count: 1, timeout: .seconds(60), clientID: "\(clientID)-publishing")
-            usurper.kill()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while echo.record.withLock({ $0.events.filter(\.isConnected).count }) < 2 {
-                guard ContinuousClock.now < deadline else {
-                    throw TimeoutError(description: "not connected again: \(echo.record.withLock { $0.events })")
-                }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await takeThePublishingConnection(clientID, on: broker, from: echo)
             let events = echo.record.withLock { $0.events }
             #expect(events.first == .connected(sessionPresent: false))
             #expect(events.contains { $0.lostConnectionError != nil }, "\(events)")
