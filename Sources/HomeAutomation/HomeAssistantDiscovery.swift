@@ -43,6 +43,8 @@ public struct HomeAssistantDiscovery: Sendable {
     /// Where this bridge's config topics start: `{prefix}/device/`, then, for a cluster's slot, a node level named
     /// by its ``base``.
     private let configTopicHead: String
+    /// Home Assistant's birth and will, `{prefix}/status` (compared with every inbound message's topic).
+    let statusTopic: String
 
     /// - Parameter grouped: configs under a node level named by the root (a cluster's slot).
     public init(prefix: String, root: TopicRoot, grouped: Bool = false) {
@@ -52,6 +54,7 @@ public struct HomeAssistantDiscovery: Sendable {
         let base = "aab_" + String(decoding: level, as: UTF8.self)
         self.base = base
         configTopicHead = grouped ? "\(prefix)/device/\(base)/" : "\(prefix)/device/"
+        statusTopic = "\(prefix)/status"
     }
 
     func accessoryID(_ id: AccessoryID) -> String { "\(base)_\(id.rawValue)" }
@@ -61,7 +64,6 @@ public struct HomeAssistantDiscovery: Sendable {
     func configTopic(_ objectID: String) -> String { "\(configTopicHead)\(objectID)/config" }
     /// What the start-up reads back: every config of one bridge's form, or only a slot's own.
     public var configFilter: String { "\(configTopicHead)+/config" }
-    var statusTopic: String { "\(prefix)/status" }
 
     /// The object id a config topic names, when it is one of this bridge's (for the start-up clean-up).
     func ownObjectID(ofConfigTopic topic: String) -> String? {
