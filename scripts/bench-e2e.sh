@@ -49,6 +49,11 @@ if [ -n "${RATE:-}" ] && ! [[ $RATE =~ ^[1-9][0-9]*$ ]]; then
     exit 2
 fi
 window=${WINDOW:-1}
+# What the paced runs ran at: in the rows, and in full.
+at=${RATE:+$RATE/s}
+at=${at:-$pace%}
+paced_at="$pace% of the relay's flood"
+[ -z "${RATE:-}" ] || paced_at="$RATE reports/s"
 if ! [[ $pace =~ ^[0-9]+$ ]] || [ "$pace" -lt 1 ] || [ "$pace" -gt 100 ]; then
     echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2
     exit 2
@@ -135,7 +140,7 @@ printf '%s\t' paced_steal >>"$results"
 echo window_p99 >>"$results"
 echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at" \
-    "${RATE:+$RATE reports/s (the rows say }$pace% of the relay's flood${RATE:+)};" \
+    "$paced_at;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "bench-e2e: relay ${relay_args[*]:-(no options)}; bridge ${bridge_args[*]:-(no options)};" \
     "${steal_max:+a round with more than $steal_max% steal is measured again (at most $retries times)}"
@@ -211,15 +216,15 @@ median() {
 
 echo
 echo "bench-e2e: per round, bridge/relay"
-awk -F'\t' -v pace="$pace" 'NR > 1 {
+awk -F'\t' -v at="$at" 'NR > 1 {
         r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; r[$1, $2, "s"] = $17
         r[$1, $2, "w"] = $18; n = $1 }
     END { for (i = 1; i <= n; i++)
-        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %d%% %.2f (windows %.2f)  cpu/report at %d%% %.2f" \
+        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %s %.2f (windows %.2f)  cpu/report at %s %.2f" \
             "  (steal %s%%, %s%%)\n", i,
             r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
-            pace, r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "w"] / r[i, "relay", "w"],
-            pace, r[i, "bridge", "q"] / r[i, "relay", "q"], r[i, "relay", "s"], r[i, "bridge", "s"] }' "$results"
+            at, r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "w"] / r[i, "relay", "w"],
+            at, r[i, "bridge", "q"] / r[i, "relay", "q"], r[i, "relay", "s"], r[i, "bridge", "s"] }' "$results"
 # The median of the rounds' own ratios: a round's two sides run one after the other, within two minutes, while a run
 # takes five, so a machine that drifts during a run (this one does, by more than the targets' margins) moves the two
 # sides of a round alike, and the two columns of medians below less alike.
@@ -228,8 +233,8 @@ ratio_median() { # COLUMN
         END { for (i = 1; i <= n; i++) if (v[i, "relay"] > 0) print v[i, "bridge"] / v[i, "relay"] }' "$results" |
         middle | xargs printf '%.3f'
 }
-printf "median of the rounds: throughput %s  cpu/report %s  p99 at $pace%% %s (windows %s)  cpu/report at $pace%% %s" \
-    "$(ratio_median 3)" "$(ratio_median 4)" "$(ratio_median 10)" "$(ratio_median 18)" "$(ratio_median 15)"
+printf "median of the rounds: throughput %s  cpu/report %s  p99 at %s %s (windows %s)  cpu/report at %s %s" \
+    "$(ratio_median 3)" "$(ratio_median 4)" "$at" "$(ratio_median 10)" "$(ratio_median 18)" "$at" "$(ratio_median 15)"
 echo
 
 echo
@@ -247,11 +252,11 @@ row 'CPU per report (us)' 4 .2f
 row 'broker CPU per report (us)' 5 .2f
 row 'flood p50 latency (ms)' 6 .3f
 row 'flood p99 latency (ms)' 7 .3f
-row "p50 at $pace% load (ms)" 9 .3f
-row "p99 at $pace% load (ms)" 10 .3f
-row "p99 at $pace%, ${window} s windows (ms)" 18 .3f
-row "CPU per report at $pace% (us)" 15 .2f
-row "broker CPU at $pace% (us)" 16 .2f
+row "p50 at $at (ms)" 9 .3f
+row "p99 at $at (ms)" 10 .3f
+row "p99 at $at, ${window} s windows (ms)" 18 .3f
+row "CPU per report at $at (us)" 15 .2f
+row "broker CPU at $at (us)" 16 .2f
 row 'peak RSS (MB)' 14 .1f
 
 if [ "$perf" = 1 ]; then

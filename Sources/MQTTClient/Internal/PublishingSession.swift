@@ -160,24 +160,19 @@ final class PublishingLink {
     /// the last messages ends with those acknowledged (they are not sent again on the next connection).
     func readWhatArrived() {
         guard !isOver, core.loop.machine.isConnected, mosquitto_socket(pointer) >= 0 else { return }
-        readInThisTurn = true
         if let rc = core.readWaitingPackets(pointer) { ended(rc) }
     }
 
-    /// ``readWhatArrived()`` read in this turn already.
-    private var readInThisTurn = false
-
-    /// In the receiving session's turn: reads what arrived (unless ``readWhatArrived()`` did), writes what waits,
-    /// keeps the connection alive.
+    /// In the receiving session's turn: reads what arrived while not connected (connected, ``readWhatArrived()`` read
+    /// at the turn's start), writes what waits, keeps the connection alive.
     func service(_ ready: Poller.Readiness) {
-        defer { readInThisTurn = false }
         guard !isOver, connecting else { return }
         guard mosquitto_socket(pointer) >= 0 else {
             ended(MosquittoLibrary.noConnection)
             return
         }
         var rc = MosquittoLibrary.success
-        if !readInThisTurn, !ready.isDisjoint(with: [.readable, .failed]),
+        if !core.loop.machine.isConnected, !ready.isDisjoint(with: [.readable, .failed]),
             let failed = core.readWaitingPackets(pointer)
         {
             rc = failed
