@@ -17,7 +17,7 @@ public final class EtcdServer: Sendable {
     public let directory: URL
     public let logFile: URL
     private let executable: String
-    private let process = ManagedChild()
+    private let process: ManagedChild
 
     /// The client URL: `http://127.0.0.1:{port}`.
     public var endpoint: String { "http://127.0.0.1:\(port)" }
@@ -28,11 +28,38 @@ public final class EtcdServer: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         logFile = directory.appendingPathComponent("etcd.log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        port = try MosquittoBroker.freePort()
-        var peer = try MosquittoBroker.freePort()
-        while peer == port { peer = try MosquittoBroker.freePort() }
-        peerPort = peer
-        try await start()
+        let process = ManagedChild()
+        self.process = process
+        (port, peerPort) = try await Self.launchOnFreePorts(
+            executable: executable, directory: directory, logFile: logFile, into: process)
+    }
+
+    /// The first start, on two ports ``MosquittoBroker/freePort()`` hands out. Another process may bind one of them
+    /// between that probe and etcd's own bind (it happened once in a `make test-stress` run of three under two hogs:
+    /// "listen tcp 127.0.0.1:24322: bind: address already in use"): then two other ports, with a fresh data directory,
+    /// as ``MosquittoBroker`` does.
+    private static func launchOnFreePorts(
+        executable: String, directory: URL, logFile: URL, into process: ManagedChild
+    ) async throws -> (port: Int, peerPort: Int) {
+        var lastFailure = ""
+        for _ in 0..<5 {
+            let port = try MosquittoBroker.freePort()
+            let peerPort = try MosquittoBroker.freePort()
+            do {
+                try await launch(
+                    executable: executable, directory: directory, logFile: logFile, port: port, peerPort: peerPort,
+                    into: process)
+                return (port, peerPort)
+            } catch {
+                // Failed in an initializer: no deinit stops what runs.
+                await process.stop(signal: SIGKILL)
+                guard let error = error as? MosquittoBrokerError, error.description.contains("address already in use")
+                else { throw error }
+                lastFailure = error.description
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent("data"))
+            }
+        }
+        throw MosquittoBrokerError("etcd could not bind two free ports after 5 attempts: \(lastFailure)")
     }
 
     deinit {
@@ -45,6 +72,15 @@ public final class EtcdServer: Sendable {
     /// Starts etcd on its data directory (a new one the first time; the same after ``stop()``) and waits until it
     /// answers `/health` (on a restart it must first elect itself: 1–2 s).
     public func start() async throws {
+        try await Self.launch(
+            executable: executable, directory: directory, logFile: logFile, port: port, peerPort: peerPort,
+            into: process)
+    }
+
+    private static func launch(
+        executable: String, directory: URL, logFile: URL, port: Int, peerPort: Int, into process: ManagedChild
+    ) async throws {
+        let endpoint = "http://127.0.0.1:\(port)"
         let peer = "http://127.0.0.1:\(peerPort)"
         let child = try ChildProcess(
             executable: executable,
