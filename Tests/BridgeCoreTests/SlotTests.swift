@@ -38,6 +38,14 @@ import Testing
         #expect(ClusterSlots(0) == nil && ClusterSlots(4097) == nil && ClusterSlot(12, of: Self.slots) == nil)
     }
 
+    @Test(arguments: [
+        ("home-17--kitchen", "home-17"), ("home-17", "home-17"), ("--x", ""), ("x--", "x"), ("a---b", "a"),
+        ("a-b-c", "a-b-c"), ("-", "-"), ("a-", "a-"),
+    ])
+    func aHubsDomainIsItsIdUpToTheFirstTwoDashes(id: String, domain: String) throws {
+        #expect(ClusterSlots.domain(of: try #require(HubID(id))) == domain[...])
+    }
+
     @Test func aHubOfAnotherSlotIsRefusedWithItsSlot() throws {
         var core = Self.machine(slot: 3)
         let stranger = Self.hub(in: 5)

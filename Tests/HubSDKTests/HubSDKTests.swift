@@ -216,6 +216,13 @@ import Glibc
         for id in ["hub-1", "sdk-slots", "", "ä-ü"] {
             #expect(audiohub_slot(id, 12) == ClusterSlots(12)!.slot(of: HubID(id) ?? HubID("x")!) || HubID(id) == nil)
         }
+        // Households: the domain ends at the first "--".
+        for id in ["home-17--kitchen", "home-17--bedroom", "a---b", "--x", "x--", "a-b-c"] {
+            let hub = try #require(HubID(id))
+            for slots in [12, 64, 4096] {
+                #expect(audiohub_slot(id, slots) == ClusterSlots(slots)!.slot(of: hub), "\(id) in \(slots) slots")
+            }
+        }
         #expect(audiohub_slot("hub-1", 0) == -1 && audiohub_slot(nil, 12) == -1 && audiohub_slot("hub-1", 4097) == -1)
         let slot = ClusterSlots(12)!.slot(of: HubID("sdk-slots")!)
         var configuration = MQTTConfiguration(clientID: "owners")

@@ -16,14 +16,19 @@ public struct ClusterSlots: Hashable, Sendable, CustomStringConvertible {
         self.count = count
     }
 
-    /// The routing domain of a hub: its id up to the first `--`, or the whole id.
+    /// The routing domain of a hub: its id up to the first `--`, or the whole id. Found in its bytes (a hub id is
+    /// ASCII), as the C SDK's `audiohub_slot()` finds it: a member computes it for every message, and breaking each
+    /// hub id into Characters cost it 3% of its CPU (docs/performance-history.md, "Slots on a few network loops").
     public static func domain(of hub: HubID) -> Substring {
         let id = hub.rawValue
-        var index = id.startIndex
-        while index < id.endIndex {
-            let next = id.index(after: index)
-            if id[index] == "-", next < id.endIndex, id[next] == "-" { return id[..<index] }
-            index = next
+        let bytes = id.utf8
+        var afterDash = false
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let dash = bytes[index] == UInt8(ascii: "-")
+            if dash, afterDash { return id[..<bytes.index(before: index)] }
+            afterDash = dash
+            bytes.formIndex(after: &index)
         }
         return id[...]
     }
