@@ -12,8 +12,12 @@ public struct ClusterConfiguration: Sendable {
     public var name: String = "audio"
     /// How many slots the work is split into; every hub and tool of the cluster must use the same number.
     public var slots = ClusterSlots(64)!
-    /// How many network threads run the member's slots' connections (``MQTTLoopGroup``): by default one per core.
-    public var networkLoops = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// How many network threads run the member's slots' connections (``MQTTLoopGroup``): by default one per two cores,
+    /// at least one. A loop that serves many slots batches across them; two loops each sleep and wake for half as
+    /// much, and the kernel's network work, which a member causes as much of as its own (the broker's too, when it
+    /// runs beside), needs the other cores (what that is worth: docs/performance-history.md, "Slots on a few network
+    /// loops").
+    public var networkLoops = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
     /// This member's name: unique in the cluster (by default the host's name and the process id).
     public var member: String = ClusterConfiguration.defaultMember
     /// TLS towards etcd (production: a client certificate).

@@ -1,6 +1,6 @@
 /// Network loops that many clients share: each a thread that waits on the connections of all the clients it runs and
 /// serves whichever is ready, so that a process with hundreds of clients (a cluster member's slots, each a persistent
-/// session of its own) runs them on as many threads as it has cores, not one each. A client joins the loop with the
+/// session of its own) runs them on a few threads, not one each. A client joins the loop with the
 /// fewest clients when it is made (``MQTTClient/init(configuration:publishingSession:loops:logger:)``); a client made
 /// without a group has a loop of its own.
 ///
@@ -10,7 +10,7 @@
 public final class MQTTLoopGroup: Sendable {
     private let loops: [NetworkLoop]
 
-    /// `count` loops (at least one): one per core the clients' work may use.
+    /// `count` loops (at least one): at most one per core the clients' work may use.
     public init(count: Int) throws(MQTTError) {
         guard count >= 1 else { throw MQTTError.invalidArgument("a loop group needs at least one loop, not \(count)") }
         var loops: [NetworkLoop] = []

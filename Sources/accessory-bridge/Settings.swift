@@ -242,7 +242,7 @@ enum Settings {
         },
         .parsed(
             "network-loops", \.networkLoops, "count",
-            "How many network threads run the slots' connections (1...256; by default one per core)."
+            "How many network threads run the slots' connections (1...256; by default one per two cores, at least one)."
         ) { text in
             guard let count = Int(text), (1...256).contains(count) else {
                 throw Invalid(description: "network-loops must be a number 1...256, not '\(text)'")
