@@ -34,32 +34,26 @@ public final class EtcdServer: Sendable {
             executable: executable, directory: directory, logFile: logFile, into: process)
     }
 
-    /// The first start, on two ports ``MosquittoBroker/freePort()`` hands out. Another process may bind one of them
+    /// The first start, on two ports ``MosquittoBroker/onFreePorts(_:for:_:)`` hands out: another process may bind one
     /// between that probe and etcd's own bind (it happened once in a `make test-stress` run of three under two hogs:
-    /// "listen tcp 127.0.0.1:24322: bind: address already in use"): then two other ports, with a fresh data directory,
-    /// as ``MosquittoBroker`` does.
+    /// "listen tcp 127.0.0.1:24322: bind: address already in use"). A failed start is stopped (in an initializer, no
+    /// deinit would stop it), and the next has a fresh data directory and log.
     private static func launchOnFreePorts(
         executable: String, directory: URL, logFile: URL, into process: ManagedChild
     ) async throws -> (port: Int, peerPort: Int) {
-        var lastFailure = ""
-        for _ in 0..<5 {
-            let port = try MosquittoBroker.freePort()
-            let peerPort = try MosquittoBroker.freePort()
+        try await MosquittoBroker.onFreePorts(2, for: "etcd") { ports in
             do {
                 try await launch(
-                    executable: executable, directory: directory, logFile: logFile, port: port, peerPort: peerPort,
-                    into: process)
-                return (port, peerPort)
+                    executable: executable, directory: directory, logFile: logFile, port: ports[0],
+                    peerPort: ports[1], into: process)
+                return (ports[0], ports[1])
             } catch {
-                // Failed in an initializer: no deinit stops what runs.
                 await process.stop(signal: SIGKILL)
-                guard let error = error as? MosquittoBrokerError, error.description.contains("address already in use")
-                else { throw error }
-                lastFailure = error.description
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent("data"))
+                _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+                throw error
             }
         }
-        throw MosquittoBrokerError("etcd could not bind two free ports after 5 attempts: \(lastFailure)")
     }
 
     deinit {

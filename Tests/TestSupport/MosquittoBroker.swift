@@ -77,28 +77,41 @@ public final class MosquittoBroker: Sendable {
             passwordFile = file
         }
 
-        var lastFailure = ""
-        for _ in 0..<5 {
-            let candidate = try Self.freePort()
+        // By value: `self` is not whole until `port` is set.
+        let (executable, directory, configFile, logFile) = (executable, directory, configFile, logFile)
+        let (candidate, launched) = try await Self.onFreePorts(1, for: "mosquitto") { ports in
             try Self.configuration(
-                port: candidate, directory: directory, persistence: persistence, passwordFile: passwordFile,
+                port: ports[0], directory: directory, persistence: persistence, passwordFile: passwordFile,
                 extraConfig: extraConfig
             ).write(to: configFile, atomically: true, encoding: .utf8)
+            let launched = try await Self.launch(
+                executable: executable, configFile: configFile, logFile: logFile, port: ports[0])
+            return (ports[0], launched)
+        }
+        port = candidate
+        process.withLock { $0 = launched }
+        logger.debug("mosquitto started", metadata: ["port": "\(candidate)", "directory": "\(directory.path)"])
+    }
+
+    /// Starts a server with `start` on `count` ports ``freePort()`` hands out, and again on others (5 attempts in
+    /// all) while it fails because another process bound one of them between that probe and the server's own bind
+    /// ("address already in use", as mosquitto and etcd say it). `start` cleans up after its own failure.
+    public static func onFreePorts<Started>(
+        _ count: Int, for server: String, _ start: ([Int]) async throws -> Started
+    ) async throws -> Started {
+        var lastFailure = ""
+        for _ in 0..<5 {
+            var ports: [Int] = []
+            for _ in 0..<count { ports.append(try freePort()) }
             do {
-                let launched = try await Self.launch(
-                    executable: executable, configFile: configFile, logFile: logFile, port: candidate
-                )
-                port = candidate
-                process.withLock { $0 = launched }
-                logger.debug("mosquitto started", metadata: ["port": "\(candidate)", "directory": "\(directory.path)"])
-                return
-            } catch let error as MosquittoBrokerError {
-                // Another process may have taken the port between our probe and mosquitto's bind: try another.
+                return try await start(ports)
+            } catch let error as MosquittoBrokerError
+                where error.description.localizedCaseInsensitiveContains("address already in use")
+            {
                 lastFailure = error.description
-                guard error.description.contains("Address already in use") else { throw error }
             }
         }
-        throw MosquittoBrokerError("mosquitto could not bind a free port after 5 attempts: \(lastFailure)")
+        throw MosquittoBrokerError("\(server) could not bind \(count) free port(s) after 5 attempts: \(lastFailure)")
     }
 
     deinit {
