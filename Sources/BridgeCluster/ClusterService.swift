@@ -13,7 +13,8 @@ import Synchronization
 ///
 /// One task owns the state machine and handles one event at a time: etcd's answers, the watch's changes, the slots'
 /// starts, and a tick every ``tickInterval``. What it asks of etcd runs beside it (a keep-alive never waits behind a
-/// claim); what concerns one slot (claim, start, stop, release) runs in that slot's order. A slot's session may
+/// claim in this task, and the state machine's pacing keeps few claims ahead of it in the etcd client's connections);
+/// what concerns one slot (claim, start, stop, release) runs in that slot's order. A slot's session may
 /// connect only while the lease is fresh (``MQTTConfiguration/connectionGate``).
 public final class ClusterService: Service {
     static let tickInterval = Duration.milliseconds(100)

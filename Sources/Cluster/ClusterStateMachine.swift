@@ -8,6 +8,8 @@
 /// - Assignment: ``Rendezvous`` over the live members. A slot is claimed (create-if-absent, on the lease) when it is
 ///   this member's and nobody holds it; the claim's revision is its epoch. A slot that rendezvous gives to another
 ///   live member is stopped, then released at once (handover).
+/// - Pacing: at most ``Policy/concurrentTakeovers`` slots are claimed or starting at once; the others wait their turn,
+///   in slot order, and each one that serves (or is refused, or ends) lets the next in.
 /// - Self-fencing: the slots' connections may be made only until ``fenceUntil``: the send time of the last keep-alive
 ///   etcd acknowledged, plus the TTL, less ``Policy/fenceMargin``. Past it, every slot stops before the lease can
 ///   have expired, and the member starts over with a new lease (revoking the old one once etcd answers again).
@@ -25,6 +27,12 @@ public struct ClusterStateMachine: Sendable {
         /// shell, a slot's requests about its devices and the releases), and how long a slot whose bridge ended by
         /// itself waits before it starts again: the cluster's one retry policy.
         public var retry = RetryPolicy()
+        /// How many slots the member takes up at once (claiming, starting, or waiting to start again after their
+        /// bridge ended); the rest wait until one of them serves. A slot's start connects four MQTT sessions and reads its retained states: a member that
+        /// starts a thousand at once (alone in a cluster of 1,024 slots, or taking a dead member's share over)
+        /// starves its own keep-alive of CPU and etcd, and serves none of them for seconds. 32 keeps a failover at
+        /// test scale (64 slots) in one step.
+        public var concurrentTakeovers = 32
 
         public init() {}
     }
@@ -122,7 +130,12 @@ public struct ClusterStateMachine: Sendable {
     /// A lease given up while etcd did not answer: revoked once it does, which frees the claims bound to it.
     private var abandonedLease: Lease?
     /// The live members, as etcd says.
-    public private(set) var members: Set<String> = []
+    public private(set) var members: Set<String> = [] {
+        didSet { if members != oldValue { owners = Self.owners(of: slotCount, among: live) } }
+    }
+    /// Each slot's owner among the live members and this one (``Rendezvous``), kept as they change: a member of 1,024
+    /// slots reconciles on every slot that serves.
+    private var owners: [String]
     /// Who holds each claimed slot, as etcd says.
     public private(set) var claims: [Int: Claim] = [:]
     /// The slots this member claims, starts, serves or releases.
@@ -133,6 +146,7 @@ public struct ClusterStateMachine: Sendable {
         self.member = member
         self.slotCount = slotCount
         self.policy = policy
+        owners = Self.owners(of: slotCount, among: [member])
     }
 
     /// The lease this member acts under, once granted.
@@ -156,8 +170,10 @@ public struct ClusterStateMachine: Sendable {
         case .registering, .loading: return ["joining the cluster"]
         case .stopped: return ["left the cluster"]
         case .running:
-            let waiting = holdings.filter { if case .serving = $0.value { false } else { true } }.keys.sorted()
-            return waiting.isEmpty ? [] : ["taking over or handing over slots \(waiting)"]
+            let moving = holdings.filter { if case .serving = $0.value { false } else { true } }.keys.sorted()
+            let queued = waiting.count
+            return (moving.isEmpty ? [] : ["taking over or handing over slots \(moving)"])
+                + (queued == 0 ? [] : ["\(queued) slots waiting their turn to be taken over"])
         }
     }
 
@@ -241,11 +257,11 @@ public struct ClusterStateMachine: Sendable {
             return [.release(slot: slot, epoch: epoch)]
         }
         claims[slot] = Claim(holder: member, epoch: epoch)
-        if Rendezvous.owner(of: slot, among: live) != member {
+        if owners[slot] != member {
             // Its owner joined while the claim was on its way (a member that came back with a new lease): the slot is
             // let go unstarted, and its owner claims it once the claim is deleted.
             holdings[slot] = .releasing(epoch: epoch)
-            return [.release(slot: slot, epoch: epoch)]
+            return [.release(slot: slot, epoch: epoch)] + reconcile()
         }
         holdings[slot] = .starting(epoch: epoch)
         return [.startSlot(slot: slot, epoch: epoch)]
@@ -255,7 +271,7 @@ public struct ClusterStateMachine: Sendable {
     public mutating func claimRefused(_ slot: Int, holder: String, epoch: UInt64, at now: Instant) -> [Action] {
         if holdings[slot] == .claiming { holdings[slot] = nil }
         claims[slot] = Claim(holder: holder, epoch: epoch)
-        return []
+        return reconcile()
     }
 
     /// etcd did not answer a claim: tried again at the next change, or the next tick.
@@ -269,7 +285,7 @@ public struct ClusterStateMachine: Sendable {
         guard case .starting(let epoch) = holdings[slot] else { return [] }
         holdings[slot] = .serving(epoch: epoch)
         slotFailures[slot] = nil
-        return []
+        return reconcile()
     }
 
     /// The slot's bridge of `epoch` ended by itself (it could not connect for good, say): it is stopped, and starts
@@ -280,7 +296,7 @@ public struct ClusterStateMachine: Sendable {
         let failures = (slotFailures[slot] ?? 0) + 1
         slotFailures[slot] = failures
         holdings[slot] = .restarting(epoch: epoch, at: now + policy.retry.delay(after: failures))
-        return [.stopSlot(slot: slot, reason: .failed)]
+        return [.stopSlot(slot: slot, reason: .failed)] + reconcile()
     }
 
     /// This member's claim of `slot` is deleted (or was not its own any more).
@@ -387,14 +403,36 @@ public struct ClusterStateMachine: Sendable {
     /// Who may own a slot: the live members and this one (a slot this member does not own, a live other does).
     private var live: Set<String> { members.union([member]) }
 
-    /// Claims what is this member's and free; hands over what another live member owns now.
+    private static func owners(of slotCount: Int, among live: Set<String>) -> [String] {
+        (0..<slotCount).map { Rendezvous.owner(of: $0, among: live)! }
+    }
+
+    /// The slots this member owns and nobody holds, that wait for room to be claimed.
+    private var waiting: [Int] {
+        (0..<slotCount).filter { owners[$0] == member && holdings[$0] == nil && claims[$0] == nil }
+    }
+
+    /// How many more slots may be taken up now (``Policy/concurrentTakeovers``): a slot waiting to start again keeps
+    /// its room.
+    private var takeoverRoom: Int {
+        let busy = holdings.values.count(where: {
+            switch $0 {
+            case .claiming, .starting, .restarting: true
+            case .serving, .releasing: false
+            }
+        })
+        return policy.concurrentTakeovers - busy
+    }
+
+    /// Claims what is this member's and free, while there is room; hands over what another live member owns now.
     private mutating func reconcile() -> [Action] {
         guard case .running(let lease) = phase else { return [] }
-        let live = live
+        var room = takeoverRoom
         var actions: [Action] = []
         for slot in 0..<slotCount {
-            if Rendezvous.owner(of: slot, among: live) == member {
-                if holdings[slot] == nil, claims[slot] == nil {
+            if owners[slot] == member {
+                if holdings[slot] == nil, claims[slot] == nil, room > 0 {
+                    room -= 1
                     holdings[slot] = .claiming
                     actions.append(.claim(slot: slot, lease: lease))
                 }

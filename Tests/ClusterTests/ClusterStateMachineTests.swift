@@ -194,4 +194,50 @@ import Testing
         // Its owner's claim, then, is only watched.
         #expect(machine.slotClaimed(theirs, by: "b", epoch: 51, at: now) == [])
     }
+
+    /// A member alone in a cluster of many slots (or taking a dead member's share over) takes them up a few at a time:
+    /// each slot that serves, is refused, or fails to be claimed lets the next in, in slot order.
+    @Test mutating func slotsAreTakenUpAFewAtATime() {
+        var policy = ClusterStateMachine.Policy()
+        policy.concurrentTakeovers = 3
+        machine = ClusterStateMachine(member: "a", slotCount: 100, policy: policy)
+        #expect(join() == [0, 1, 2])
+        #expect(machine.notReadyBecause == ["taking over or handing over slots [0, 1, 2]", "97 slots waiting their turn to be taken over"])
+        // Started is still taken up; serving lets the next in.
+        #expect(machine.claimed(0, epoch: 10, at: now) == [.startSlot(slot: 0, epoch: 10)])
+        #expect(machine.slotStarted(0, at: now) == [.claim(slot: 3, lease: 7)])
+        // Held by another: the next.
+        #expect(machine.claimRefused(1, holder: "b", epoch: 9, at: now) == [.claim(slot: 4, lease: 7)])
+        // etcd did not answer: its room waits for the retry, which claims it again first.
+        #expect(machine.claimFailed(2, at: now) == [])
+        #expect(machine.tick(at: at(.milliseconds(100))).filter { if case .claim = $0 { true } else { false } }
+            == [.claim(slot: 2, lease: 7)])
+        // Nothing more while three are taken up.
+        #expect(machine.slotReleased(1, at: now) == [], "its holder let go, but there is no room")
+        #expect(machine.claimed(2, epoch: 12, at: now) + machine.slotStarted(2, at: now)
+            == [.startSlot(slot: 2, epoch: 12), .claim(slot: 1, lease: 7)])
+        // A served slot whose bridge ended is taken up again until it serves: the room it takes is not given to a
+        // claim meanwhile, and it starts when due.
+        #expect(machine.slotEnded(0, epoch: 10, at: now) == [.stopSlot(slot: 0, reason: .failed)])
+        #expect(machine.claimed(3, epoch: 13, at: now) + machine.slotStarted(3, at: now) == [.startSlot(slot: 3, epoch: 13)])
+        #expect(machine.tick(at: now + machine.policy.retry.delay(after: 1)).contains(.startSlot(slot: 0, epoch: 10)))
+        #expect(machine.slotStarted(0, at: now) == [.claim(slot: 5, lease: 7)])
+        #expect(machine.notReadyBecause.last == "94 slots waiting their turn to be taken over")
+    }
+
+    /// However many slots a member owns, it never has more than its pacing taken up, and in the end serves them all.
+    @Test mutating func everySlotIsServedInTheEndAndNeverMoreThanThePacingAtOnce() {
+        machine = ClusterStateMachine(member: "a", slotCount: 1024)
+        var pending = join()
+        var epoch: UInt64 = 1
+        while !pending.isEmpty {
+            #expect(pending.count <= machine.policy.concurrentTakeovers)
+            let slot = pending.removeFirst()
+            epoch += 1
+            #expect(machine.claimed(slot, epoch: epoch, at: now) == [.startSlot(slot: slot, epoch: epoch)])
+            pending += machine.slotStarted(slot, at: now).compactMap { if case .claim(let s, _) = $0 { s } else { nil } }
+        }
+        #expect(machine.serving.count == 1024)
+        #expect(machine.notReadyBecause.isEmpty)
+    }
 }
