@@ -54,6 +54,19 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         let notReadyBecause: @Sendable () -> [String]
         var etcd: EtcdClient?
         if let cluster = settings.cluster {
+            if let limit = OpenFileLimit.raise() {
+                let needed = OpenFileLimit.needed(forSlots: cluster.slots.count)
+                if limit.after < needed {
+                    logger.warning(
+                        """
+                        the open-file limit is below what this member needs to serve every slot: raise the hard limit \
+                        (LimitNOFILE= in a systemd unit, --ulimit nofile= for a container)
+                        """,
+                        metadata: ["limit": "\(limit.after)", "needed": "\(needed)", "cluster.slots": "\(cluster.slots.count)"])
+                } else if limit.after > limit.before {
+                    logger.info("raised the open-file limit", metadata: ["from": "\(limit.before)", "to": "\(limit.after)"])
+                }
+            }
             let client = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
             etcd = client
             let member = try ClusterService(

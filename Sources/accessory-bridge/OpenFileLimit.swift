@@ -1,0 +1,26 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The process's limit on open descriptors (`RLIMIT_NOFILE`). A member's slot holds about 6 (two broker connections,
+/// each libmosquitto handle with a socket pair of its own beside its socket), and a slot that starts 6 more for its
+/// rebuild reader's session; the soft limit many systems start a service with is 1,024 (systemd's default), which a
+/// member of 256 slots passes: its later slots then fail to connect with "Too many open files", again and again. So
+/// the soft limit is raised to the hard one at start, as Go's runtime and most servers do.
+enum OpenFileLimit {
+    /// About what a member needs to serve `slots` (every slot of the cluster, alone) and start its pacing's worth.
+    static func needed(forSlots slots: Int) -> Int {
+        slots * 6 + 32 * 6 + 128
+    }
+
+    /// Raises the soft limit to the hard one; returns the limits before and after (`nil`: it could not be read).
+    static func raise() -> (before: Int, after: Int)? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        let before = Int(clamping: limit.rlim_cur)
+        guard limit.rlim_cur < limit.rlim_max else { return (before, before) }
+        limit.rlim_cur = limit.rlim_max
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (before, before) }
+        return (before, Int(clamping: limit.rlim_max))
+    }
+}
