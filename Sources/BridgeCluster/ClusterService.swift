@@ -56,7 +56,8 @@ public final class ClusterService: Service {
         case tick
         case leaseGranted(Lease, sentAt: ContinuousClock.Instant)
         case keepAliveAnswered(alive: Bool, sentAt: ContinuousClock.Instant)
-        case registered
+        /// With the slot count the cluster was created with, as recorded.
+        case registered(layout: String?)
         case loaded(members: Set<String>, claims: [Int: ClusterStateMachine.Claim], devices: DeviceSnapshot)
         case changes([CoordinationChange])
         case claimed(Int, epoch: UInt64)
@@ -119,6 +120,12 @@ public final class ClusterService: Service {
         } onGracefulShutdown: {
             post.yield(.shutdown)
         }
+        if let refusal = loop.refusal { throw Refusal(description: refusal) }
+    }
+
+    /// Why the member did not take part (it left the cluster first).
+    public struct Refusal: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// The state machine and what runs it: owned by ``run()``'s task.
@@ -137,6 +144,8 @@ public final class ClusterService: Service {
         var session: LeaseSession?
         var shuttingDown = false
         var finished = false
+        /// Why the member refused to take part, once it did.
+        var refusal: String?
 
         init(service: ClusterService, post: AsyncStream<Event>.Continuation) {
             self.service = service
@@ -175,8 +184,8 @@ public final class ClusterService: Service {
             case .keepAliveAnswered(let alive, let sentAt):
                 if !alive { service.logger.warning("the lease expired: every slot stops, and the member joins again") }
                 return machine.keepAliveAnswered(alive: alive, sentAt: sentAt, at: now)
-            case .registered:
-                return machine.registered(at: now)
+            case .registered(let layout):
+                return machine.registered(layout: layout, at: now)
             case .loaded(let members, let claims, let devices):
                 service.logger.info(
                     "read the cluster",
@@ -232,6 +241,9 @@ public final class ClusterService: Service {
             switch change {
             case .put(let entry):
                 switch service.keys.subject(of: entry.key) {
+                case .layout?:
+                    // Read when the member joins; a count changed under a running cluster is not followed.
+                    return []
                 case .member(let name)?:
                     if !machine.members.contains(name) { service.logger.info("a member joined", metadata: ["member": "\(name)"]) }
                     return machine.memberJoined(name, at: now)
@@ -248,6 +260,8 @@ public final class ClusterService: Service {
                 }
             case .delete(let key, let revision):
                 switch service.keys.subject(of: key) {
+                case .layout?:
+                    return []
                 case .member(let name)?:
                     service.logger.info("a member left", metadata: ["member": "\(name)"])
                     return machine.memberLeft(name, at: now)
@@ -306,11 +320,18 @@ public final class ClusterService: Service {
                 let session = LeaseSession(lease: lease)
                 self.session = session
                 Task {
-                    let done: Void? = await service.timed("register") {
+                    let slots = "\(service.configuration.slots.count)"
+                    let layout: String?? = await service.timed("register") {
                         if let replacing { try await store.revoke(replacing) }
-                        try await store.put(keys.member(member), value: member, in: session)
+                        // The cluster's slot count, if this is its first member.
+                        _ = try await store.commit(
+                            CoordinationTransaction(
+                                conditions: [.init(key: keys.layout, modRevision: 0)],
+                                puts: [.init(key: keys.layout, value: slots, lifetime: .untilDeleted)]),
+                            in: session)
+                        return try await store.get(keys.layout, in: session)?.value
                     }
-                    post.yield(done == nil ? .etcdFailed : .registered)
+                    post.yield(layout.map { .registered(layout: $0) } ?? .etcdFailed)
                 }
             case .load:
                 watcher?.cancel()
@@ -397,6 +418,10 @@ public final class ClusterService: Service {
             case .finish:
                 for chain in slotChains.values { await chain.value }
                 finished = true
+            case .refuse(let reason):
+                service.logger.error("this member does not take part in the cluster", metadata: ["reason": "\(reason)"])
+                refusal = reason
+                shuttingDown = true
             }
         }
 
@@ -472,11 +497,19 @@ public final class ClusterService: Service {
 
     // MARK: - etcd
 
-    /// Reads the cluster and watches it from there, reading again whenever the watch breaks, until cancelled or the
-    /// session closes.
+    /// Puts this member's key, then reads the cluster and watches it from there, reading again whenever the watch
+    /// breaks, until cancelled or the session closes.
     private func watch(in session: LeaseSession, post: AsyncStream<Event>.Continuation) async {
         let retry = configuration.policy.retry
         var failures = 0
+        let member = configuration.member
+        while !Task.isCancelled, session.isOurs,
+            await timed("register", { try await self.store.put(self.keys.member(member), value: member, in: session) }) == nil
+        {
+            failures += 1
+            try? await Task.sleep(for: retry.delay(after: failures))
+        }
+        failures = 0
         while !Task.isCancelled, session.isOurs {
             guard let snapshot = await timed("read", { try await self.store.read(prefix: self.keys.prefix, in: session) }) else {
                 failures += 1
@@ -489,6 +522,7 @@ public final class ClusterService: Service {
             var devices = DeviceSnapshot(revision: UInt64(max(0, snapshot.revision)))
             for entry in snapshot.entries {
                 switch keys.subject(of: entry.key) {
+                case .layout?: break
                 case .member(let name)?: members.insert(name)
                 case .slot(let slot)?: claims[slot] = .init(holder: entry.value, epoch: entry.createRevision)
                 case .shared(let device)?:

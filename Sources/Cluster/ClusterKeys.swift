@@ -5,6 +5,7 @@ import AccessoryModel
 ///
 /// | key | value | lease |
 /// |---|---|---|
+/// | `/aab/{cluster}/layout` | the cluster's slot count (`64`), written by its first member | none |
 /// | `/aab/{cluster}/members/{member}` | the member's name | the member's |
 /// | `/aab/{cluster}/slots/{slot}` | the holder's name (the key's create revision is the slot's epoch) | the holder's |
 /// | `/aab/{cluster}/shared/{device}` | the slots that list it, two or more (`3,7`) | none |
@@ -28,6 +29,9 @@ public struct ClusterKeys: Hashable, Sendable {
     /// Everything of the cluster: what a member reads and watches.
     public var prefix: String { "/aab/\(cluster)/" }
 
+    /// The cluster's slot count, as its first member wrote it: a member given another refuses to join.
+    public var layout: String { "\(prefix)layout" }
+
     public func member(_ name: String) -> String { "\(prefix)members/\(name)" }
 
     public func slot(_ slot: Int) -> String { "\(prefix)slots/\(slot)" }
@@ -47,6 +51,8 @@ public struct ClusterKeys: Hashable, Sendable {
 
     /// What a key of the cluster is about.
     public enum Subject: Hashable, Sendable {
+        /// The slot count recorded (its value).
+        case layout
         case member(String)
         case slot(Int)
         case shared(BluetoothAddress)
@@ -57,6 +63,7 @@ public struct ClusterKeys: Hashable, Sendable {
     public func subject(of key: String) -> Subject? {
         guard key.hasPrefix(prefix) else { return nil }
         let rest = key.dropFirst(prefix.count)
+        if rest == "layout" { return .layout }
         if rest.hasPrefix("members/") {
             let name = rest.dropFirst("members/".count)
             return name.isEmpty ? nil : .member(String(name))

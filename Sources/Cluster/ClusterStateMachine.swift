@@ -4,7 +4,8 @@
 /// network or reads a clock.
 ///
 /// - Membership: a lease (``Policy/leaseTTL``) kept alive every ``Policy/keepAliveInterval``, and a member key bound
-///   to it (``ClusterKeys``).
+///   to it (``ClusterKeys``). The first member records the cluster's slot count; a member given another refuses to
+///   take part before its key is put (``Action/refuse(reason:)``).
 /// - Assignment: ``Rendezvous`` over the live members. A slot is claimed (create-if-absent, on the lease) when it is
 ///   this member's and nobody holds it; the claim's revision is its epoch. A slot that rendezvous gives to another
 ///   live member is stopped, then released at once (handover).
@@ -44,12 +45,13 @@ public struct ClusterStateMachine: Sendable {
         case grantLease(ttl: Duration)
         /// Keep the lease alive; report ``keepAliveAnswered(alive:sentAt:at:)`` or ``etcdFailed(at:)``.
         case keepAlive(lease: Lease)
-        /// Put this member's key, bound to the lease, after revoking the lease it `replaces` (one given up while etcd
-        /// did not answer: its claims go at once, and its deletion of the member key cannot come after the new put);
-        /// report ``registered(at:)`` or ``etcdFailed(at:)``.
+        /// Revoke the lease it `replaces` (one given up while etcd did not answer: its claims go at once, and its
+        /// deletion of the member key cannot come after the new put), record the cluster's slot count
+        /// (``ClusterKeys/layout``) if nobody has, and read it back; report ``registered(layout:at:)`` or
+        /// ``etcdFailed(at:)``.
         case register(lease: Lease, replacing: Lease?)
-        /// Read the members and the slots' claims and watch them from there; report ``loaded(members:claims:at:)``
-        /// (again whenever the watch had to start over), then each change.
+        /// Put this member's key, bound to the lease; read the members and the slots' claims and watch them from there;
+        /// report ``loaded(members:claims:at:)`` (again whenever the watch had to start over), then each change.
         case load
         /// Claim the slot on the lease (create-if-absent); report ``claimed(_:epoch:at:)`` or
         /// ``claimRefused(_:holder:epoch:at:)`` (``claimFailed(_:at:)`` when etcd did not answer).
@@ -68,6 +70,8 @@ public struct ClusterStateMachine: Sendable {
         case revokeLease(lease: Lease)
         /// Nothing more to do: the member left.
         case finish
+        /// The member may not take part, for `reason`: it leaves (the actions that follow) and stops with this error.
+        case refuse(reason: String)
     }
 
     public enum StopReason: String, Hashable, Sendable, CustomStringConvertible {
@@ -207,8 +211,17 @@ public struct ClusterStateMachine: Sendable {
         return [.fence(until: fenceUntil), .register(lease: lease, replacing: abandonedLease)]
     }
 
-    public mutating func registered(at now: Instant) -> [Action] {
+    /// Registered: `layout` is the slot count the cluster was created with, as recorded (`nil`: none). A member given
+    /// another refuses to take part before it is a member: its slots would be other hubs' than its peers'.
+    public mutating func registered(layout: String? = nil, at now: Instant) -> [Action] {
         guard case .registering(let lease) = phase else { return [] }
+        if let layout, layout != "\(slotCount)" {
+            let reason = """
+                this cluster was created with \(layout) slots, and this member was given \(slotCount): every member, hub \
+                and tool of a cluster uses the same --slots (docs/scale-out.md, "How many slots")
+                """
+            return [.refuse(reason: reason)] + shutdown(at: now)
+        }
         abandonedLease = nil
         failures = 0
         phase = .loading(lease: lease)

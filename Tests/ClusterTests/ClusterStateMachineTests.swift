@@ -240,4 +240,27 @@ import Testing
         #expect(machine.serving.count == 1024)
         #expect(machine.notReadyBecause.isEmpty)
     }
+
+    /// A member given another slot count than the cluster was created with leaves before it is a member: its slots
+    /// would be other hubs' than its peers', and its member key would move slots to it.
+    @Test mutating func aMemberGivenAnotherSlotCountThanTheClustersRefusesToTakePart() {
+        #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        let actions = machine.registered(layout: "64", at: now)
+        guard case .refuse(let reason) = actions.first else {
+            Issue.record("no refusal: \(actions)")
+            return
+        }
+        #expect(reason.contains("created with 64 slots") && reason.contains("given 12"))
+        #expect(Array(actions.dropFirst()) == [.fence(until: nil), .revokeLease(lease: 7), .finish])
+        #expect(machine.memberJoined("b", at: now) == [], "it claims nothing")
+        #expect(machine.notReadyBecause == ["left the cluster"])
+    }
+
+    @Test mutating func aMemberGivenTheClustersSlotCountJoins() {
+        #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        #expect(machine.registered(layout: "12", at: now) == [.load])
+        #expect(machine.loaded(members: ["a"], claims: [:], at: now).count == 12)
+    }
 }
