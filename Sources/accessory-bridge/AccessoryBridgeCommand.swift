@@ -55,7 +55,8 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         var etcd: EtcdClient?
         if let cluster = settings.cluster {
             if let limit = OpenFileLimit.raise() {
-                let needed = OpenFileLimit.needed(forSlots: cluster.slots.count)
+                let needed = OpenFileLimit.needed(
+                    forSlots: cluster.slots.count, starting: cluster.policy.concurrentTakeovers)
                 if limit.after < needed {
                     logger.warning(
                         """

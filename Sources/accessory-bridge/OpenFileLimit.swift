@@ -8,9 +8,10 @@ import Glibc
 /// member of 256 slots passes: its later slots then fail to connect with "Too many open files", again and again. So
 /// the soft limit is raised to the hard one at start, as Go's runtime and most servers do.
 enum OpenFileLimit {
-    /// About what a member needs to serve `slots` (every slot of the cluster, alone) and start its pacing's worth.
-    static func needed(forSlots slots: Int) -> Int {
-        slots * 6 + 32 * 6 + 128
+    /// About what a member needs to serve `slots` (every slot of the cluster, alone) while `starting` more start
+    /// (their rebuild readers).
+    static func needed(forSlots slots: Int, starting: Int) -> Int {
+        (slots + starting) * 6 + 128
     }
 
     /// Raises the soft limit to the hard one; returns the limits before and after (`nil`: it could not be read).
