@@ -9,7 +9,9 @@ import NIOSSL
 /// etcd's v3 API through its gRPC-JSON gateway (`/v3/...`) over HTTP/1.1, with async-http-client: the cluster's
 /// ``CoordinationStore``. Every call is one POST with a deadline (etcd blocks requests while it has no leader); a
 /// keep-alive is a request of its own (the gateway answers a stream only once its request body ended), and a watch
-/// a long-lived request on a connection of its own, read line by line.
+/// a long-lived request on a connection of its own, read line by line. The lease's calls (grant, keep-alive, revoke)
+/// have connections of their own too: a keep-alive never waits behind a busy member's claims, device requests or
+/// watches for a connection, which would let its lease lapse while etcd answers.
 ///
 /// Over TLS (`https://`), with a CA that signs etcd's certificate and, for client-certificate authentication, the
 /// client's certificate and key (PEM files).
@@ -32,7 +34,10 @@ public final class EtcdClient: CoordinationStore {
     }
 
     private let endpoint: String
+    /// Every call but the lease's, and the watches.
     private let http: HTTPClient
+    /// The lease's calls (``leaseConnections``).
+    private let leaseHTTP: HTTPClient
     private let timeout: TimeAmount
     private let logger: Logger
 
@@ -60,21 +65,31 @@ public final class EtcdClient: CoordinationStore {
             }
             configuration.tlsConfiguration = tlsConfiguration
         }
-        // Watches hold a connection each, besides the calls'.
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
-        http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        func client(connections: Int) -> HTTPClient {
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+            return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        }
+        http = client(connections: Self.callConnections)
+        leaseHTTP = client(connections: Self.leaseConnections)
     }
+
+    /// How many connections the calls and watches share (watches hold one each); more calls wait for one.
+    public static let callConnections = 16
+    /// How many connections the lease's calls have: one keep-alive at a time, a grant, a revoke.
+    public static let leaseConnections = 2
 
     /// Closes the connections; call once, when done.
     public func shutdown() async {
         try? await http.shutdown()
+        try? await leaseHTTP.shutdown()
     }
 
     // MARK: - CoordinationStore
 
     public func grantLease(ttl: Duration) async throws -> Lease {
         let granted: Gateway.LeaseGranted = try await call(
-            "/v3/lease/grant", Gateway.LeaseGrant(TTL: "\(max(2, ttl.components.seconds))"))
+            "/v3/lease/grant", Gateway.LeaseGrant(TTL: "\(max(2, ttl.components.seconds))"), on: leaseHTTP)
         guard let lease = granted.ID.flatMap(Int64.init).flatMap(Lease.init(id:)) else {
             throw Failure(description: "etcd granted no lease: \(granted.error ?? "no ID in its answer")")
         }
@@ -82,14 +97,16 @@ public final class EtcdClient: CoordinationStore {
     }
 
     public func keepAlive(_ lease: Lease) async throws -> Bool {
-        let answer: Gateway.KeepAliveResult = try await call("/v3/lease/keepalive", Gateway.LeaseID(ID: "\(lease.id)"))
+        let answer: Gateway.KeepAliveResult = try await call(
+            "/v3/lease/keepalive", Gateway.LeaseID(ID: "\(lease.id)"), on: leaseHTTP)
         // A lease that expired or was revoked comes back without its TTL.
         return (answer.result?.TTL.flatMap(Int64.init) ?? 0) > 0
     }
 
     public func revoke(_ lease: Lease) async throws {
         do {
-            let _: Gateway.RangeResponse = try await call("/v3/lease/revoke", Gateway.LeaseID(ID: "\(lease.id)"))
+            let _: Gateway.RangeResponse = try await call(
+                "/v3/lease/revoke", Gateway.LeaseID(ID: "\(lease.id)"), on: leaseHTTP)
         } catch let failure as Failure where failure.description.contains("lease not found") {
             // Gone already: expired, or revoked before.
         }
@@ -203,12 +220,15 @@ public final class EtcdClient: CoordinationStore {
         return request
     }
 
-    /// One POST and its JSON answer; an HTTP error is etcd's message.
-    private func call<Answer: Decodable>(_ path: String, _ body: some Encodable) async throws -> Answer {
+    /// One POST and its JSON answer, on `client` (the calls' connections unless given); an HTTP error is etcd's
+    /// message.
+    private func call<Answer: Decodable>(
+        _ path: String, _ body: some Encodable, on client: HTTPClient? = nil
+    ) async throws -> Answer {
         let response: HTTPClientResponse
         let bytes: ByteBuffer
         do {
-            response = try await http.execute(try request(path, body), timeout: timeout, logger: logger)
+            response = try await (client ?? http).execute(try request(path, body), timeout: timeout, logger: logger)
             bytes = try await response.body.collect(upTo: 4 * 1024 * 1024)
         } catch {
             throw Failure(description: "etcd at \(endpoint) did not answer \(path): \(error)")
