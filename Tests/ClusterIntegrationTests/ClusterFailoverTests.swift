@@ -16,18 +16,6 @@ import Glibc
 ///
 /// `make test` runs this suite on its own, after the others: it keeps both cores busy for about a minute.
 @Suite(.serialized) struct ClusterFailoverTests {
-    static let slots = 12
-
-    /// One line of a member's JSON log about a slot.
-    struct SlotEvent {
-        enum Kind { case serving, stopped(reason: String) }
-        var kind: Kind
-        var member: String
-        var slot: Int
-        var epoch: UInt64
-        var time: Date
-    }
-
     /// hub-sim's JSON summary.
     struct Summary: Decodable {
         var sent: Int
@@ -43,139 +31,6 @@ import Glibc
         var state_mismatches: Int?
     }
 
-    /// Bridges as processes, each start with a log file of its own.
-    final class Members: Sendable {
-        let etcd: EtcdServer
-        let broker: MosquittoBroker
-        private let running = Mutex<[String: ChildProcess]>([:])
-        private let logs = Mutex<[URL]>([])
-
-        init(etcd: EtcdServer, broker: MosquittoBroker) {
-            self.etcd = etcd
-            self.broker = broker
-        }
-
-        deinit {
-            for process in running.withLock({ Array($0.values) }) { process.signal(SIGKILL) }
-        }
-
-        /// Starts member `name`; with `homeAutomation`, its slots announce to Home Assistant (discovery on).
-        func start(_ name: String, homeAutomation: Bool = false) throws {
-            let log = broker.directory.appendingPathComponent("\(name)-\(logs.withLock { $0.count }).log")
-            let process = try ChildProcess(
-                executable: try BuiltProducts.path("accessory-bridge"),
-                arguments: [
-                    "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "test",
-                    "--slots", "\(ClusterFailoverTests.slots)", "--member", name, "--http-port", "0",
-                    "--log-format", "json",
-                ] + (homeAutomation ? [] : ["--no-home-automation"]),
-                outputPath: log.path)
-            running.withLock { $0[name] = process }
-            logs.withLock { $0.append(log) }
-        }
-
-        func process(_ name: String) throws -> ChildProcess {
-            guard let process = running.withLock({ $0[name] }) else { throw MosquittoBrokerError("\(name) is not running") }
-            return process
-        }
-
-        /// SIGKILL, reaped; returns when.
-        func kill(_ name: String) throws -> Date {
-            let process = try process(name)
-            process.signal(SIGKILL)
-            let at = Date()
-            _ = process.waitForExit(timeout: .seconds(5))
-            running.withLock { $0[name] = nil }
-            return at
-        }
-
-        /// SIGTERM: a graceful leave; waits for the exit.
-        func stop(_ name: String) async throws -> Date {
-            let process = try process(name)
-            let at = Date()
-            process.signal(SIGTERM)
-            let code = try await process.exit(timeout: .seconds(20))
-            running.withLock { $0[name] = nil }
-            #expect(code == 0, "\(name) left with status \(code)")
-            return at
-        }
-
-        /// Every slot event of every member's log so far.
-        func events() -> [SlotEvent] {
-            let format = ISO8601DateFormatter()
-            format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            return logs.withLock { $0 }.flatMap { file -> [SlotEvent] in
-                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
-                return text.split(separator: "\n").compactMap { line in
-                    guard line.contains("a slot"),
-                        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                        let message = object["message"] as? String, let member = object["cluster.member"] as? String,
-                        let slot = (object["slot"] as? String).flatMap(Int.init),
-                        let epoch = (object["epoch"] as? String).flatMap(UInt64.init),
-                        let time = (object["time"] as? String).flatMap(format.date(from:))
-                    else { return nil }
-                    switch message {
-                    case "serving a slot": return SlotEvent(kind: .serving, member: member, slot: slot, epoch: epoch, time: time)
-                    case "stopped a slot":
-                        return SlotEvent(
-                            kind: .stopped(reason: object["reason"] as? String ?? ""), member: member, slot: slot,
-                            epoch: epoch, time: time)
-                    default: return nil
-                    }
-                }
-            }.sorted { $0.time < $1.time }
-        }
-
-        /// Who serves each slot now, as the logs say (a killed member's slots stay its own until another serves them).
-        func owners(at time: Date = .distantFuture) -> [Int: String] {
-            var owners: [Int: String] = [:]
-            for event in events() where event.time <= time {
-                switch event.kind {
-                case .serving: owners[event.slot] = event.member
-                case .stopped: if owners[event.slot] == event.member { owners[event.slot] = nil }
-                }
-            }
-            return owners
-        }
-
-        /// Waits until every slot is served by its rendezvous owner among `members` (no takeover or handover left).
-        func waitUntilServed(by members: Set<String>, timeout: Duration = .seconds(30)) async throws {
-            let expected = Dictionary(
-                uniqueKeysWithValues: (0..<ClusterFailoverTests.slots).map { ($0, Rendezvous.owner(of: $0, among: members)!) })
-            try await waitUntil("every slot served by its owner among \(members.sorted())", timeout: timeout) {
-                owners() == expected
-            }
-        }
-
-        /// How long after `time` (a member's death, pause or leave) each of `slots` was served again (by another member,
-        /// or by the member started again under the same name).
-        func gaps(after time: Date, slots: Set<Int>) -> [Int: TimeInterval] {
-            var gaps: [Int: TimeInterval] = [:]
-            for event in events() where event.time > time && slots.contains(event.slot) {
-                if case .serving = event.kind, gaps[event.slot] == nil { gaps[event.slot] = event.time.timeIntervalSince(time) }
-            }
-            return gaps
-        }
-
-        /// Every line of every member's JSON log whose message is `message`, as an object.
-        func lines(_ message: String) -> [[String: Any]] {
-            logs.withLock { $0 }.flatMap { file -> [[String: Any]] in
-                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
-                return text.split(separator: "\n").compactMap { line in
-                    guard line.contains(message),
-                        let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                        object["message"] as? String == message
-                    else { return nil }
-                    return object
-                }
-            }
-        }
-
-        var logText: String {
-            logs.withLock { $0 }.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n")
-        }
-    }
-
     /// A SwitchCommand in protobuf, by hand: ROUTE to "forged" (reason PUT_ON), sequence 2⁶², epoch 1.
     static let forgedCommand: [UInt8] =
         [0x0a, 0x06] + Array("forged".utf8) + [0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]
@@ -184,7 +39,7 @@ import Glibc
     @Test func nothingIsLostWhileMembersAreKilledPausedEtcdRestartsAndMembersJoinAndLeave() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker(extraConfig: "max_inflight_messages 0\n")
-        let members = Members(etcd: etcd, broker: broker)
+        let members = MemberProcesses(etcd: etcd, broker: broker)
         for name in ["m1", "m2", "m3"] { try members.start(name) }
         try await members.waitUntilServed(by: ["m1", "m2", "m3"])
 
@@ -193,7 +48,7 @@ import Glibc
             executable: "/bin/sh",
             arguments: [
                 "-c", "exec \"$0\" \"$@\" > \"\(output.path)\" 2>> \"\(output.path).log\"", try BuiltProducts.path("hub-sim"),
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--slots", "\(Self.slots)", "--households", "8",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--slots", "\(members.slots)", "--households", "8",
                 "--shared-devices", "8", "--hubs", "20", "--accessories", "20", "--rate", "150", "--seconds", "40", "--drain", "60", "--verify",
                 "--timeout-ms", "500", "--timeout-max-ms", "2000", "--prefix", "cl",
             ],
@@ -304,14 +159,14 @@ import Glibc
     @Test func aSlotTakenOverReadsBackItsOwnDiscoveryConfigsAndNoOthers() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
-        let members = Members(etcd: etcd, broker: broker)
+        let members = MemberProcesses(etcd: etcd, broker: broker)
         for name in ["m1", "m2"] { try members.start(name, homeAutomation: true) }
         try await members.waitUntilServed(by: ["m1", "m2"])
         let (hubs, accessories) = (6, 4)
         let simulator = try ChildProcess(
             executable: try BuiltProducts.path("hub-sim"),
             arguments: [
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--slots", "\(Self.slots)", "--hubs", "\(hubs)",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--slots", "\(members.slots)", "--hubs", "\(hubs)",
                 "--accessories", "\(accessories)", "--households", "\(hubs)", "--rate", "50", "--seconds", "1",
                 "--drain", "30", "--prefix", "ha",
             ],
@@ -319,7 +174,7 @@ import Glibc
         #expect(try await simulator.exit(timeout: .seconds(60)) == 0, "hub-sim failed")
 
         // Every config: each slot's bridge device, each hub's and each accessory's, each under its slot's node.
-        let expected = Self.slots + hubs + hubs * accessories
+        let expected = members.slots + hubs + hubs * accessories
         let configs = try await broker.subscribe(topic: "homeassistant/device/#", count: expected, timeout: .seconds(20))
         var perSlot: [Int: Int] = [:]
         for line in configs {
@@ -329,7 +184,7 @@ import Glibc
             #expect(slot != nil && levels[3].hasPrefix("\(node)_"), "a config outside its slot's node: \(line.prefix(160))")
             if let slot { perSlot[slot, default: 0] += 1 }
         }
-        #expect(perSlot.count == Self.slots)
+        #expect(perSlot.count == members.slots)
 
         // The member whose slots hold the most configs dies: the other takes its slots over, each reading back
         // exactly the configs under its node.

@@ -63,7 +63,7 @@ import TestSupport
     @Test func aSessionOutlivesTheMemberThatStartedIt() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
-        let members = ClusterFailoverTests.Members(etcd: etcd, broker: broker)
+        let members = MemberProcesses(etcd: etcd, broker: broker)
         for name in ["m1", "m2", "m3"] { try members.start(name) }
         try await members.waitUntilServed(by: ["m1", "m2", "m3"])
 
@@ -75,7 +75,7 @@ import TestSupport
         var hubMQTT = MQTTConfiguration(clientID: "hub-1")
         hubMQTT.port = broker.port
         var options = AccessoryHub.Options()
-        let slots = try #require(ClusterSlots(ClusterFailoverTests.slots))
+        let slots = try #require(ClusterSlots(members.slots))
         options.slots = slots
         let hub = try AccessoryHub(hubID: Self.hubID, mqtt: hubMQTT, options: options, logger: Self.logger)
         try await hub.start(timeout: .seconds(20))

@@ -95,12 +95,12 @@ import TestSupport
     @Test func aSharedDeviceGoesToTheMostRecentlyWornAccessoryWhicheverMemberServesIt() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
-        let members = ClusterFailoverTests.Members(etcd: etcd, broker: broker)
+        let members = MemberProcesses(etcd: etcd, broker: broker)
         for name in ["m1", "m2"] { try members.start(name) }
         try await members.waitUntilServed(by: ["m1", "m2"])
 
         // Two households (routing domains) whose slots are served by different members.
-        let slots = ClusterSlots(ClusterFailoverTests.slots)!
+        let slots = ClusterSlots(members.slots)!
         func hub(servedBy member: String) -> HubID {
             (0..<1000).lazy.compactMap { HubID("home\($0)--hub") }
                 .first { Rendezvous.owner(of: slots.slot(of: $0), among: ["m1", "m2"]) == member }!
