@@ -161,6 +161,8 @@ public final class MQTTClient: Sendable {
                 try core.sendSubscribe(subscription, on: pointer)
             }
             if let mid { core.recordSubscribe(mid: mid, filter: filter) }
+            // Queued: the network thread writes it in a turn.
+            core.wake()
         } catch {
             core.state.withLock { state in
                 if let previous {
@@ -188,6 +190,7 @@ public final class MQTTClient: Sendable {
                 throw MQTTError.library(rc)
             }
         }
+        core.wake()
     }
 
     /// Queues a message for sending; libmosquitto sends it, and retries it until the broker acknowledges it.

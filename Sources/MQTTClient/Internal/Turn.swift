@@ -12,8 +12,18 @@ import Darwin
 /// events to the ``ConnectionStateMachine``), say what its sockets wait for and when it is next due, and leave. Its
 /// publishing session, if any, takes its turns with it (``PublishingLink``).
 extension ClientCore {
-    /// Whether the handler's next turn is due (a second at most: libmosquitto's keep-alive).
-    static let longestWait = Duration.seconds(1)
+    /// How long the session may go without a turn when nothing else calls for one: a quarter of its keep-alive
+    /// (the shorter of its two sessions'). libmosquitto sends a PINGREQ, and notices a PINGRESP that never came, only
+    /// in a turn (`mosquitto_loop_misc`): an idle session's ping then leaves at most a quarter keep-alive late, well
+    /// within the keep-alive and a half after which the broker drops a silent client, and a dead connection is noticed
+    /// at most that much later. Everything else that needs a turn brings its own: a packet, a state machine's or the
+    /// handler's deadline, acknowledgements due, a paused session's next read, another thread's ``wake()``. (An idle
+    /// session's turn every second cost a member of 1,024 slots 4.8% of a core: docs/performance-history.md, "Idle
+    /// sessions".)
+    var longestWait: Duration {
+        guard let link = loop.link else { return configuration.keepAlive / 4 }
+        return min(configuration.keepAlive, link.core.configuration.keepAlive) / 4
+    }
 
     /// The session joined its loop: the handler starts, and so does the first attempt to connect.
     func joinedTheLoop() {
@@ -58,13 +68,7 @@ extension ClientCore {
         defer { setTurning(false) }
         loop.link?.readWhatArrived()
         if !loop.finished {
-            let (stopping, draining) = state.withLock { ($0.stopRequested, $0.lifecycle == .draining) }
-            if stopping, !loop.machine.stopRequested {
-                perform(loop.machine.stop(at: .now))
-            } else if draining, !loop.machine.draining {
-                perform(loop.machine.drain())
-                if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
-            }
+            takeLifecycleRequests()
             switch loop.machine.phase {
             case .idle, .closed:
                 loop.finished = true
@@ -90,10 +94,23 @@ extension ClientCore {
             link.tick()
         }
         if !loop.finished {
+            // A stop or drain the handler asked for in this turn (closing its client): its ``wake()`` gave no turn.
+            takeLifecycleRequests()
             wakeHandlerIfDue()
             perform(loop.machine.tick(at: .now))
         }
         return loop.finished && loop.link?.isOver != false
+    }
+
+    /// Hands a stop or drain asked for (``MQTTClient/disconnect()``, ``MQTTClient/close()``) to the state machines.
+    private func takeLifecycleRequests() {
+        let (stopping, draining) = state.withLock { ($0.stopRequested, $0.lifecycle == .draining) }
+        if stopping, !loop.machine.stopRequested {
+            perform(loop.machine.stop(at: .now))
+        } else if draining, !loop.machine.draining {
+            perform(loop.machine.drain())
+            if let link = loop.link { link.core.perform(link.core.loop.machine.drain()) }
+        }
     }
 
     /// In a turn, for both sessions (a publishing session's ``wake()`` reads its own flag).
@@ -103,10 +120,10 @@ extension ClientCore {
     }
 
     /// What the session's sockets wait for now (the receiving one's, the publishing one's) and when its next turn is
-    /// due: the handler's wake-up, a state machine's deadline, or ``longestWait``.
+    /// due: the handler's wake-up, a state machine's deadline, a paused session's next read, or ``longestWait``.
     func interest() -> (sockets: Sockets<Poller.Interest?>, due: ContinuousClock.Instant) {
         let now = ContinuousClock.now
-        var due = now + Self.longestWait
+        var due = now + longestWait
         var receiving: Poller.Interest?
         if !loop.finished {
             if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
@@ -116,6 +133,8 @@ extension ClientCore {
                 receiving = .init(
                     descriptor: socket, read: mayRead(), write: mosquitto_want_write(handle.pointer),
                     connection: loop.connections)
+                // Paused, it reads a packet every half keep-alive (``mayRead()``).
+                if let pausedSince = loop.pausedSince { due = min(due, pausedSince + configuration.keepAlive / 2) }
             }
         }
         var publishing: Poller.Interest?
