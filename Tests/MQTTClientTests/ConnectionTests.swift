@@ -342,6 +342,36 @@ struct ConnectionTests {
         #expect(try await client.inbox.waitForMessages(count: 1).map(\.text) == ["in"])
     }
 
+    @Test func anIdleClientPingsInTimeAndStaysConnected() async throws {
+        let broker = try await MosquittoBroker(extraConfig: "log_type debug")
+        var configuration = MQTTConfiguration(clientID: "idle-\(UUID().uuidString.prefix(8))")
+        configuration.port = broker.port
+        configuration.keepAlive = .seconds(5)
+        let client = try MQTTClient(
+            configuration: configuration, publishingSession: configuration.publishingSession, logger: testLogger)
+        final class Recorder: MQTTClientHandler {
+            let events = Mutex<[MQTTEvent]>([])
+            func received(_ message: MQTTMessage) {}
+            func event(_ event: MQTTEvent) { events.withLock { $0.append(event) } }
+        }
+        let recorder = Recorder()
+        try await closing(client) {
+            try client.start(recorder)
+            try await client.waitUntilConnected(timeout: .seconds(10))
+            // Nothing is sent or received: each session's only packets are its pings, one every keep-alive (5 s), sent
+            // from a turn that comes at least every quarter of it. Two of each, well within the keep-alive and a half
+            // (7.5 s) after which the broker drops a silent client.
+            let sessions = [configuration.clientID, configuration.publishingSession.clientID]
+            try await waitUntil("two pings from each session", timeout: .seconds(30)) {
+                let log = broker.log()
+                return sessions.allSatisfy { log.components(separatedBy: "Received PINGREQ from \($0)\n").count - 1 >= 2 }
+            }
+            #expect(!broker.log().contains("exceeded timeout"), "\(broker.log())")
+            #expect(recorder.events.withLock { $0 } == [.connected(sessionPresent: false)])
+            #expect(client.isConnected)
+        }
+    }
+
     @Test func closeFromTheMessageHandlerDoesNotDeadlock() async throws {
         let broker = try await MosquittoBroker()
         let box = ClientBox()
