@@ -166,7 +166,7 @@ public final class ClusterService: Service {
             for await event in events {
                 await perform(handle(event))
                 service.health.withLock { $0.reasons = machine.notReadyBecause }
-                service.metrics.slotsOwned.record(machine.serving.count)
+                service.metrics.slotsOwned.record(machine.servingCount)
                 service.metrics.members.record(machine.members.count)
                 if finished { break }
             }

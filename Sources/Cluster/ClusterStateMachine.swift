@@ -175,7 +175,7 @@ public struct ClusterStateMachine: Sendable {
         case .stopped: return ["left the cluster"]
         case .running:
             let moving = holdings.filter { if case .serving = $0.value { false } else { true } }.keys.sorted()
-            let queued = waiting.count
+            let queued = waitingCount
             return (moving.isEmpty ? [] : ["taking over or handing over slots \(moving)"])
                 + (queued == 0 ? [] : ["\(queued) slots waiting their turn to be taken over"])
         }
@@ -184,6 +184,11 @@ public struct ClusterStateMachine: Sendable {
     /// The slots served, with their epochs.
     public var serving: [Int: UInt64] {
         holdings.compactMapValues { if case .serving(let epoch) = $0 { epoch } else { nil } }
+    }
+
+    /// How many slots are served (``serving``'s count, without building it: asked after every event).
+    public var servingCount: Int {
+        holdings.values.count { if case .serving = $0 { true } else { false } }
     }
 
     /// When ``tick(at:)`` next has something to do.
@@ -359,8 +364,12 @@ public struct ClusterStateMachine: Sendable {
             case .idle, .stopped: break
             }
         }
-        for (slot, holding) in holdings.sorted(by: { $0.key < $1.key }) {
-            guard case .restarting(let epoch, let at) = holding, now >= at else { continue }
+        // In slot order; only the slots due to start again are sorted (a tick comes every 100 ms, whatever the count).
+        let restarts = holdings.compactMap { slot, holding -> (slot: Int, epoch: UInt64)? in
+            guard case .restarting(let epoch, let at) = holding, now >= at else { return nil }
+            return (slot, epoch)
+        }
+        for (slot, epoch) in restarts.sorted(by: { $0.slot < $1.slot }) {
             holdings[slot] = .starting(epoch: epoch)
             actions.append(.startSlot(slot: slot, epoch: epoch))
         }
@@ -420,9 +429,9 @@ public struct ClusterStateMachine: Sendable {
         (0..<slotCount).map { Rendezvous.owner(of: $0, among: live)! }
     }
 
-    /// The slots this member owns and nobody holds, that wait for room to be claimed.
-    private var waiting: [Int] {
-        (0..<slotCount).filter { owners[$0] == member && holdings[$0] == nil && claims[$0] == nil }
+    /// How many slots this member owns and nobody holds: they wait for room to be claimed.
+    private var waitingCount: Int {
+        (0..<slotCount).count { owners[$0] == member && holdings[$0] == nil && claims[$0] == nil }
     }
 
     /// How many more slots may be taken up now (``Policy/concurrentTakeovers``): a slot waiting to start again keeps

@@ -36,7 +36,7 @@ import Testing
         #expect(machine.claimRefused(4, holder: "b", epoch: 39, at: now) == [])
         #expect(machine.holdings[4] == nil && machine.claims[4] == .init(holder: "b", epoch: 39))
         #expect(machine.slotStarted(3, at: now) == [])
-        #expect(machine.serving == [3: 40])
+        #expect(machine.serving == [3: 40] && machine.servingCount == 1)
         #expect(machine.notReadyBecause.first?.contains("taking over") == true, "slots still claiming")
     }
 
@@ -237,7 +237,7 @@ import Testing
             #expect(machine.claimed(slot, epoch: epoch, at: now) == [.startSlot(slot: slot, epoch: epoch)])
             pending += machine.slotStarted(slot, at: now).compactMap { if case .claim(let s, _) = $0 { s } else { nil } }
         }
-        #expect(machine.serving.count == 1024)
+        #expect(machine.serving.count == 1024 && machine.servingCount == 1024)
         #expect(machine.notReadyBecause.isEmpty)
     }
 
