@@ -17,9 +17,8 @@ extension ClientCore {
     /// in a turn (`mosquitto_loop_misc`): an idle session's ping then leaves at most a quarter keep-alive late, well
     /// within the keep-alive and a half after which the broker drops a silent client, and a dead connection is noticed
     /// at most that much later. Everything else that needs a turn brings its own: a packet, a state machine's or the
-    /// handler's deadline, acknowledgements due, a paused session's next read, another thread's ``wake()``. (An idle
-    /// session's turn every second cost a member of 1,024 slots 4.8% of a core: docs/performance-history.md, "Idle
-    /// sessions".)
+    /// handler's deadline, acknowledgements due, a paused session's next read, another thread's ``wake()``. (What
+    /// it is worth: docs/performance-history.md, "Idle sessions: a turn every quarter keep-alive".)
     var longestWait: Duration {
         guard let link = loop.link else { return configuration.keepAlive / 4 }
         return min(configuration.keepAlive, link.core.configuration.keepAlive) / 4
