@@ -1,6 +1,5 @@
 import Cluster
 import Foundation
-import Synchronization
 import Testing
 import TestSupport
 
