@@ -364,7 +364,7 @@ public struct ClusterStateMachine: Sendable {
             case .idle, .stopped: break
             }
         }
-        // In slot order; only the slots due to start again are sorted (a tick comes every 100 ms, whatever the count).
+        // In slot order; only the slots due to start again are sorted (ticks come often, whatever the slot count).
         let restarts = holdings.compactMap { slot, holding -> (slot: Int, epoch: UInt64)? in
             guard case .restarting(let epoch, let at) = holding, now >= at else { return nil }
             return (slot, epoch)

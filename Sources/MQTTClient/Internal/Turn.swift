@@ -15,9 +15,9 @@ extension ClientCore {
     /// How long the session may go without a turn when nothing else calls for one: a second. libmosquitto sends a
     /// PINGREQ, and notices a PINGRESP that never came, only in a turn (`mosquitto_loop_misc`). Everything else that
     /// needs a turn brings its own (a packet, a state machine's or the handler's deadline, acknowledgements due, a
-    /// paused session's next read, another thread's ``wake()``) as far as is known; a quarter keep-alive instead cut
-    /// an idle member's CPU by 40%, and one test of shared devices then failed twice in 16 runs, for a reason not
-    /// found (docs/performance-history.md, "Idle sessions: a turn every second, still").
+    /// paused session's next read, another thread's ``wake()``) as far as is known; a longer wait, which an idle
+    /// cluster member would gain from, made a test of shared devices fail now and then, for a reason not found
+    /// (docs/performance-history.md, "Idle sessions: a turn every second, still").
     static let longestWait = Duration.seconds(1)
 
     /// The session joined its loop: the handler starts, and so does the first attempt to connect.
