@@ -32,7 +32,8 @@ final class Poller {
         let rawValue: UInt8
         static let readable = Readiness(rawValue: 1)
         static let writable = Readiness(rawValue: 2)
-        /// Hung up or failed (reported whether or not reading was asked for).
+        /// Hung up, failed, or closed by the peer (reported whether or not reading was asked for: a session that
+        /// leaves what arrives for later still hears at once that its connection ended).
         static let failed = Readiness(rawValue: 4)
     }
 
@@ -54,7 +55,7 @@ final class Poller {
     /// before, and may since have been closed and opened again under the same number).
     func watch(_ interest: Interest, token: UInt64, registered: Bool) {
         let mask =
-            (interest.read ? EPOLLIN.rawValue : 0) | (interest.write ? EPOLLOUT.rawValue : 0)
+            (interest.read ? EPOLLIN.rawValue : 0) | (interest.write ? EPOLLOUT.rawValue : 0) | EPOLLRDHUP.rawValue
         let first = registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
         if cmosquitto_epoll_control(epoll, first, interest.descriptor, mask, token) == 0 { return }
         // Closed and opened again (gone from the set), or registered before by another session that lost it.
@@ -84,7 +85,7 @@ final class Poller {
             var readiness: Readiness = []
             if bits & EPOLLIN.rawValue != 0 { readiness.insert(.readable) }
             if bits & EPOLLOUT.rawValue != 0 { readiness.insert(.writable) }
-            if bits & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { readiness.insert(.failed) }
+            if bits & (EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 { readiness.insert(.failed) }
             ready(tokens[index], readiness)
         }
         return nil
