@@ -23,9 +23,12 @@ public struct MQTTConfiguration: Sendable {
     /// MQTT 5 session expiry interval: how long the broker keeps the session after a disconnect (whole seconds;
     /// `nil`: until the connection closes).
     public var sessionExpiry: Duration?
-    /// MQTT keep-alive (5 s to 65,535 s). An idle connection gets a turn of its network thread every quarter of it:
-    /// the ping leaves at most that late, and a connection that died silently is noticed at most that much later.
+    /// MQTT keep-alive (5 s to 65,535 s).
     public var keepAlive: Duration = .seconds(30)
+    /// How long a session may go without a turn of its network thread when nothing else calls for one (a publishing
+    /// session's turns are its receiving session's). Not public: tests lengthen it, to show that what they wait for
+    /// comes of the events themselves and not of an idle turn.
+    var idleTurn = Duration.seconds(1)
     public var username: String?
     public var password: String?
     public var tls: TLS?

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import MQTTClient
+@testable import MQTTClient
 import Synchronization
 import Testing
 import TestSupport
@@ -180,9 +180,9 @@ struct PublishingSessionTests {
         receiving.port = broker.port
         receiving.reconnectDelay = .milliseconds(100)
         receiving.maximumReconnectDelay = .milliseconds(200)
-        // A keep-alive of ten minutes, so an idle turn every 150 s: what these tests wait for must come of the events
-        // themselves (a connection the broker closed wakes the loop), never of an idle turn.
-        receiving.keepAlive = .seconds(600)
+        // Idle turns ten minutes apart: what these tests wait for must come of the events themselves (a connection
+        // the broker closed wakes the loop), never of an idle turn.
+        receiving.idleTurn = .seconds(600)
         let client = try MQTTClient(
             configuration: receiving, publishingSession: receiving.publishingSession, logger: testLogger)
         let echo = Echo(client)

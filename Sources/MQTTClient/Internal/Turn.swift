@@ -12,18 +12,14 @@ import Darwin
 /// events to the ``ConnectionStateMachine``), say what its sockets wait for and when it is next due, and leave. Its
 /// publishing session, if any, takes its turns with it (``PublishingLink``).
 extension ClientCore {
-    /// How long the session may go without a turn when nothing else calls for one: a quarter of its keep-alive
-    /// (the shorter of its two sessions'). libmosquitto sends a PINGREQ, and notices a PINGRESP that never came, only
-    /// in a turn (`mosquitto_loop_misc`): an idle session's ping then leaves at most a quarter keep-alive late, well
-    /// within the keep-alive and a half after which the broker drops a silent client, and a dead connection is noticed
-    /// at most that much later. Everything else that needs a turn brings its own: a packet, a connection the broker
-    /// closed (``Poller/Readiness/failed``), a state machine's or the handler's deadline, acknowledgements due, a
-    /// paused session's next read, another thread's ``wake()``. (What it is worth, and how a test found what had
-    /// relied on a turn every second: docs/performance-history.md, "Idle sessions: a turn every quarter keep-alive".)
-    var longestWait: Duration {
-        guard let link = loop.link else { return configuration.keepAlive / 4 }
-        return min(configuration.keepAlive, link.core.configuration.keepAlive) / 4
-    }
+    /// How long the session may go without a turn when nothing else calls for one (``MQTTConfiguration/idleTurn``, a
+    /// second). libmosquitto sends a PINGREQ, and notices a PINGRESP that never came, only in a turn
+    /// (`mosquitto_loop_misc`). Everything else that needs a turn brings its own (a packet, a connection the broker
+    /// closed, a state machine's or the handler's deadline, acknowledgements due, a paused session's next read, another
+    /// thread's ``wake()``) as far as is known; a longer wait, which an idle cluster member would gain from, made a
+    /// test of shared devices fail now and then, for a reason not found (docs/performance-history.md, "Idle sessions: a
+    /// turn every second, still").
+    var longestWait: Duration { configuration.idleTurn }
 
     /// The session joined its loop: the handler starts, and so does the first attempt to connect.
     func joinedTheLoop() {
