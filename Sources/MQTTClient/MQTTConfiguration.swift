@@ -26,8 +26,13 @@ public struct MQTTConfiguration: Sendable {
     /// MQTT keep-alive (5 s to 65,535 s).
     public var keepAlive: Duration = .seconds(30)
     /// How long a session may go without a turn of its network thread when nothing else calls for one (a publishing
-    /// session's turns are its receiving session's). Not public: tests lengthen it, to show that what they wait for
-    /// comes of the events themselves and not of an idle turn.
+    /// session's turns are its receiving session's): a second. libmosquitto sends a PINGREQ, and notices a PINGRESP
+    /// that never came, only in a turn (`mosquitto_loop_misc`). Everything else that needs a turn brings its own (a
+    /// packet, a connection the broker closed, a state machine's or the handler's deadline, acknowledgements due, a
+    /// paused session's next read, another thread's wake-up) as far as is known; a longer wait, which an idle cluster
+    /// member would gain from, made a test of shared devices fail now and then, for a reason not found
+    /// (docs/performance-history.md, "Idle sessions: a turn every second, still"). Not public: tests lengthen it, to
+    /// show that what they wait for comes of the events themselves and not of an idle turn.
     var idleTurn = Duration.seconds(1)
     public var username: String?
     public var password: String?

@@ -359,8 +359,8 @@ struct ConnectionTests {
             try client.start(recorder)
             try await client.waitUntilConnected(timeout: .seconds(10))
             // Nothing is sent or received: each session's only packets are its pings, one every keep-alive (5 s), sent
-            // from a turn that comes when nothing else brings one (``longestWait``). Two of each, within the keep-alive
-            // and a half (7.5 s) after which the broker drops a silent client.
+            // from a turn that comes when nothing else brings one (``MQTTConfiguration/idleTurn``). Two of each, within
+            // the keep-alive and a half (7.5 s) after which the broker drops a silent client.
             let sessions = [configuration.clientID, configuration.publishingSession.clientID]
             try await waitUntil("two pings from each session", timeout: .seconds(30)) {
                 let log = broker.log()

@@ -144,8 +144,8 @@ final class PublishingLink {
     /// running, with less than half the send window in flight and nothing waiting for room in it: a report's
     /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and
     /// at the latest ``acknowledgementDelay`` after the last turn. Connecting, draining, stopping, and a window half
-    /// full read at once; a socket the broker closed, or that failed, wakes the loop whatever it waits for. (What it is worth:
-    /// docs/performance-history.md, "Acknowledgements in the next turn".)
+    /// full read at once; a socket the broker closed, or that failed, wakes the loop whatever it waits for. (What it
+    /// is worth: docs/performance-history.md, "Acknowledgements in the next turn".)
     private var acknowledgementsMayWait: (Bool, inFlight: Bool) {
         let machine = core.loop.machine
         guard !stopping, machine.isConnected, !machine.draining, !machine.stopRequested else { return (false, false) }

@@ -12,15 +12,6 @@ import Darwin
 /// events to the ``ConnectionStateMachine``), say what its sockets wait for and when it is next due, and leave. Its
 /// publishing session, if any, takes its turns with it (``PublishingLink``).
 extension ClientCore {
-    /// How long the session may go without a turn when nothing else calls for one (``MQTTConfiguration/idleTurn``, a
-    /// second). libmosquitto sends a PINGREQ, and notices a PINGRESP that never came, only in a turn
-    /// (`mosquitto_loop_misc`). Everything else that needs a turn brings its own (a packet, a connection the broker
-    /// closed, a state machine's or the handler's deadline, acknowledgements due, a paused session's next read, another
-    /// thread's ``wake()``) as far as is known; a longer wait, which an idle cluster member would gain from, made a
-    /// test of shared devices fail now and then, for a reason not found (docs/performance-history.md, "Idle sessions: a
-    /// turn every second, still").
-    var longestWait: Duration { configuration.idleTurn }
-
     /// The session joined its loop: the handler starts, and so does the first attempt to connect.
     func joinedTheLoop() {
         loop.state.claim()
@@ -116,10 +107,11 @@ extension ClientCore {
     }
 
     /// What the session's sockets wait for now (the receiving one's, the publishing one's) and when its next turn is
-    /// due: the handler's wake-up, a state machine's deadline, a paused session's next read, or ``longestWait``.
+    /// due: the handler's wake-up, a state machine's deadline, a paused session's next read, or
+    /// ``MQTTConfiguration/idleTurn``.
     func interest() -> (sockets: Sockets<Poller.Interest?>, due: ContinuousClock.Instant) {
         let now = ContinuousClock.now
-        var due = now + longestWait
+        var due = now + configuration.idleTurn
         var receiving: Poller.Interest?
         if !loop.finished {
             if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
