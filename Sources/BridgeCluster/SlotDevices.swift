@@ -38,10 +38,21 @@ final class SlotDevices: Sendable {
                 // is left is not run (the slot stops too).
                 if Task.isCancelled || !session.isOurs { break }
                 guard let answer else { continue }
-                if case .claimed(let device, let holder, let epoch) = answer, holder.slot == slot {
+                switch answer {
+                case .claimed(let device, let holder, let epoch) where holder.slot == slot:
                     logger.info(
                         "holds a shared device",
                         metadata: ["source.id": "\(device)", "accessory.id": "\(holder.accessory)", "epoch": "\(epoch)"])
+                case .refused(let device, let holder, let epoch):
+                    logger.info(
+                        "another slot holds a shared device: this slot's claim is refused",
+                        metadata: ["source.id": "\(device)", "holder": "\(holder)", "epoch": "\(epoch)"])
+                case .withdrawn(let device):
+                    logger.info(
+                        "stood back from a shared device: another slot's accessory was put on later",
+                        metadata: ["source.id": "\(device)"])
+                case .claimed, .listed:
+                    break
                 }
                 report(slot, answer)
             }

@@ -116,11 +116,14 @@ struct RoutingHarness {
     @discardableResult
     mutating func source(
         _ source: BluetoothAddress, _ activity: Activity?, sequence: UInt64 = 0, routedTo: AccessoryID? = nil,
-        headTracking: Bool = false
+        applied: CommandOrder? = nil, headTracking: Bool = false
     ) -> [Issued] {
         record(
             engine.sourceReported(
-                SourceReport(sequence: sequence, activity: activity, routedAccessory: routedTo, headTracking: headTracking),
+                SourceReport(
+                    sequence: sequence, activity: activity, routedAccessory: routedTo,
+                    lastCommandSequence: applied?.sequence ?? 0, lastCommandEpoch: applied?.epoch ?? 0,
+                    headTracking: headTracking),
                 from: source, at: now))
     }
 

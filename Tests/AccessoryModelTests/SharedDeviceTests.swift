@@ -77,6 +77,31 @@ import Testing
         #expect(h.last.commands.first?.epoch == 700)
     }
 
+    /// The device's own report ends a holding elsewhere. SharedDeviceArbitrationTests under load: the holder paused
+    /// the device (its accessory was taken off) and let go of it, but etcd's news of the release reached this slot
+    /// after the device played again, and nothing ran rule 6 then; the device stayed unrouted.
+    @Test func aDeviceItsHolderUnroutedIsFreeFromItsReportOnAndPlayingAgainRoutesIt() {
+        var h = slot(sharing: [phone])
+        h.place(headphones, .onHead)
+        h.shared(.heldElsewhere(phone, epoch: 640))
+        // Routed to nobody, but before the holder's first command (an older epoch): the holder's route is on its way.
+        h.source(phone, .idle, sequence: 1, applied: .init(epoch: 600, sequence: 9))
+        #expect(h.source(phone, .media, sequence: 2, applied: .init(epoch: 600, sequence: 9)) == [])
+        #expect(h.last.claims.isEmpty, "held elsewhere, it is routed elsewhere")
+        let elsewhere = AccessoryID("elsewhere")!
+        h.source(phone, .media, sequence: 3, routedTo: elsewhere, applied: .init(epoch: 640, sequence: 1))
+        // The holder paused it, at its epoch: from this report on the phone is free here.
+        #expect(h.source(phone, .idle, sequence: 4, applied: .init(epoch: 640, sequence: 2)) == [])
+        #expect(h.last.claims.isEmpty, "idle, it is not routed by anyone")
+        #expect(h.source(phone, .media, sequence: 5, applied: .init(epoch: 640, sequence: 2)) == [])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .mostRecentlyWorn)])
+        #expect(h.shared(.claimed(phone, epoch: 700)) == [.route(phone, headphones, .sourceActivated)])
+        #expect(h.last.commands.first?.epoch == 700)
+        // etcd's news of the release, late, changes nothing.
+        #expect(h.shared(.releasedElsewhere(phone)) == [])
+        #expect(h.engine.routedSource(for: headphones) == phone)
+    }
+
     @Test func aRefusedPutOnRoutesTheBestOtherFreeCandidate() {
         var h = slot(sharing: [phone])
         h.source(laptop, .media)

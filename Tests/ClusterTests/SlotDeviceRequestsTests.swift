@@ -103,6 +103,40 @@ import Testing
             == Self.take(after: 95, wornRevision: 100))
     }
 
+    /// The race of a take-off with the device's activation (SharedDeviceArbitrationTests, under load): the holder's
+    /// accessory was put on after this one, then taken off (its listing deleted) and the device paused, and its slot
+    /// has not let go of the device yet when the device plays again. One bridge would route it to this accessory, the
+    /// only one worn; a claim that went by the holder's put-on alone was refused, and the device stayed unrouted.
+    @Test mutating func aRule6ClaimTakesTheDeviceFromAHolderWhoseAccessoryWasTakenOff() {
+        let worn = WornListing(accessory: Self.headphones, source: Self.phone, isWorn: true)
+        _ = machine.start(.worn(worn))
+        _ = machine.replied(.committed(100))
+        let claim = DeviceClaim(source: Self.phone, accessory: Self.headphones, kind: .mostRecentlyWorn)
+        let mine = Self.entry(Self.keys.worn(Self.phone, by: Self.headphones), "3", revision: 100)
+        let holderKey = Self.keys.holder(Self.phone)
+        let takenOff = DeviceHolder(slot: 5, wornRevision: 110, accessory: "earbuds")
+
+        // Its listing is gone from the read: it is not worn, whatever its put-on's revision.
+        _ = machine.start(.claim(claim))
+        _ = machine.replied(.snapshot(.init(entries: [mine], revision: 130)))
+        #expect(machine.replied(.entry(Self.entry(holderKey, takenOff.description, revision: 111)))
+            == Self.take(after: 111, wornRevision: 100))
+        _ = machine.replied(.committed(nil))  // its slot let go meanwhile: the claim starts again
+
+        // Put on after the read (the read does not know it yet): it keeps the device.
+        _ = machine.replied(.snapshot(.init(entries: [mine], revision: 105)))
+        #expect(machine.replied(.entry(Self.entry(holderKey, takenOff.description, revision: 111)))
+            == .done(.refused(Self.phone, takenOff, revision: 111)))
+
+        // Still worn, and put on earlier: taken, as before.
+        _ = machine.start(.claim(claim))
+        let earlier = DeviceHolder(slot: 5, wornRevision: 90, accessory: "earbuds")
+        let itsListing = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("earbuds")!), "5", revision: 90)
+        _ = machine.replied(.snapshot(.init(entries: [itsListing, mine], revision: 130)))
+        #expect(machine.replied(.entry(Self.entry(holderKey, earlier.description, revision: 95)))
+            == Self.take(after: 95, wornRevision: 100))
+    }
+
     @Test mutating func whatEtcdDoesNotAnswerIsTriedAgainWithBackoffButAReleaseGivesUp() {
         let retry = machine.retry
         let get = SlotDeviceRequests.Call.get(Self.keys.listers(Self.phone))

@@ -258,6 +258,8 @@ public struct RoutingEngine: Sendable {
         let reportedRoute = stale ? nil : report.routedAccessory
         if let reported = reportedRoute {
             setInForce(source, reported)
+        } else if report.routedAccessory == nil {
+            sharing.reportedUnrouted(address, applied: report.lastCommandEpoch)
         }
         let activity = table.sources[source].activity
         noteReportOfDisplaced(source, report, before: before)

@@ -54,7 +54,8 @@ public struct SlotDeviceRequests: Sendable {
 
     private enum Claiming: Sendable {
         case readingWornListings
-        case readingHolder
+        /// With a rule 6 claim, the device's worn listings just read.
+        case readingHolder(CoordinationSnapshot?)
         case taking(DeviceHolder)
     }
 
@@ -137,10 +138,10 @@ public struct SlotDeviceRequests: Sendable {
             if let latest = listings.entries.max(by: { $0.modRevision < $1.modRevision }), latest.key != wornKey {
                 return done(.withdrawn(claim.source))
             }
-            stage = .claim(claim, .readingHolder)
+            stage = .claim(claim, .readingHolder(listings))
             return call(.get(keys.holder(claim.source)))
-        case (.claim(let claim, .readingHolder)?, .entry(let current)):
-            return take(claim, holder: current)
+        case (.claim(let claim, .readingHolder(let listings))?, .entry(let current)):
+            return take(claim, holder: current, listings: listings)
         case (.claim(let claim, .taking(let mine))?, .committed(let revision)):
             guard let revision else {
                 // Another writer came first: start again from a fresh read.
@@ -196,19 +197,24 @@ public struct SlotDeviceRequests: Sendable {
             stage = .claim(claim, .readingWornListings)
             return call(.read(prefix: keys.wornListings(claim.source)))
         }
-        stage = .claim(claim, .readingHolder)
+        stage = .claim(claim, .readingHolder(nil))
         return call(.get(keys.holder(claim.source)))
     }
 
     /// Takes the device's holder key when the claim may (a compare-and-swap on the revision read), or stands refused.
-    private mutating func take(_ claim: DeviceClaim, holder current: CoordinationEntry?) -> Step {
+    /// A rule 6 claim (`listings`: the worn listings it read first) sees the holder's accessory as those listings
+    /// have it (``DeviceHolder/wornAsOf(_:keys:device:)``).
+    private mutating func take(
+        _ claim: DeviceClaim, holder current: CoordinationEntry?, listings: CoordinationSnapshot?
+    ) -> Step {
         let wornRevision = worn[keys.worn(claim.source, by: claim.accessory)] ?? 0
         if let current, let holder = DeviceHolder(parsing: current.value) {
             if holder.slot == slot, holder.accessory == claim.accessory.rawValue {
                 held[claim.source] = current.modRevision
                 return done(.claimed(claim.source, holder, revision: current.modRevision))
             }
-            guard claim.kind.mayTake(from: holder, by: slot, wornRevision: wornRevision) else {
+            let seen = listings.map { holder.wornAsOf($0, keys: keys, device: claim.source) } ?? holder
+            guard claim.kind.mayTake(from: seen, by: slot, wornRevision: wornRevision) else {
                 return done(.refused(claim.source, holder, revision: current.modRevision))
             }
         }
@@ -231,6 +237,23 @@ public struct SlotDeviceRequests: Sendable {
         stage = nil
         lastCall = nil
         return .done(answer)
+    }
+}
+
+extension DeviceHolder {
+    /// The holder as a rule 6 claim sees it after reading the device's worn listings (`listings`): an accessory put on
+    /// after that read keeps its put-on's revision; one whose listing the read no longer has was taken off since its
+    /// slot claimed the device (that slot lets go of it once its pause is out, a few milliseconds later) and counts as
+    /// put on never, as one bridge's rule 6 looks only at the accessories worn now.
+    public func wornAsOf(_ listings: CoordinationSnapshot, keys: ClusterKeys, device: BluetoothAddress)
+        -> DeviceHolder
+    {
+        guard wornRevision != 0, wornRevision <= UInt64(max(0, listings.revision)) else { return self }
+        let key = AccessoryID(accessory).map { keys.worn(device, by: $0) }
+        let listed = listings.entries.first { $0.key == key }
+        var seen = self
+        seen.wornRevision = listed?.modRevision ?? 0
+        return seen
     }
 }
 

@@ -227,6 +227,16 @@ struct SharedDeviceStateMachine: Sendable {
         forgetHolderElsewhere(source)
     }
 
+    /// The device reported that it is routed to nobody, after applying a command of epoch `applied`. At its holder's
+    /// epoch or a newer one, the holder's route ended (its PAUSE or RELEASE), and that slot lets go of the device
+    /// right after the command: to this slot's rules the device is free from this report on, as it is to one bridge's
+    /// (rule 6 when it plays again). etcd's news of the release may come after the device's next report, and nothing
+    /// runs rule 6 again then. What the slot claims for it, etcd still decides (Cluster's `DeviceHolder.wornAsOf`).
+    mutating func reportedUnrouted(_ source: BluetoothAddress, applied epoch: UInt64) {
+        guard let holder = heldElsewhere[source], epoch >= holder else { return }
+        forgetHolderElsewhere(source)
+    }
+
     // MARK: - Holders, each raising the device's epoch floor once
 
     private mutating func holdHere(_ source: BluetoothAddress, at revision: UInt64) {
