@@ -26,14 +26,19 @@ public struct MQTTConfiguration: Sendable {
     /// MQTT keep-alive (5 s to 65,535 s).
     public var keepAlive: Duration = .seconds(30)
     /// How long a session may go without a turn of its network thread when nothing else calls for one (a publishing
-    /// session's turns are its receiving session's): a second. libmosquitto sends a PINGREQ, and notices a PINGRESP
-    /// that never came, only in a turn (`mosquitto_loop_misc`). Everything else that needs a turn brings its own (a
-    /// packet, a connection the broker closed, a state machine's or the handler's deadline, acknowledgements due, a
-    /// paused session's next read, another thread's wake-up) as far as is known; a longer wait, which an idle cluster
-    /// member would gain from, made a test of shared devices fail now and then, for a reason not found
-    /// (docs/performance-history.md, "Idle sessions: a turn every second, still"). Not public: tests lengthen it, to
-    /// show that what they wait for comes of the events themselves and not of an idle turn.
-    var idleTurn = Duration.seconds(1)
+    /// session's turns are its receiving session's, the shorter of the two): a quarter of ``keepAlive``.
+    /// libmosquitto sends a PINGREQ, and notices a PINGRESP that never came, only in a turn (`mosquitto_loop_misc`):
+    /// the ping leaves at most a quarter keep-alive late, well within the keep-alive and a half after which the broker
+    /// drops a silent client, and a connection that died silently is noticed at most that much later. Everything
+    /// else that needs a turn brings its own: a packet, a connection the broker closed, a state machine's or the
+    /// handler's deadline, acknowledgements due, a paused session's next read, another thread's wake-up
+    /// (docs/performance-history.md, "Idle sessions: a turn every quarter keep-alive"). Not public: tests lengthen
+    /// it, to show that what they wait for comes of the events themselves and not of an idle turn.
+    var idleTurn: Duration {
+        get { idleTurnSet ?? keepAlive / 4 }
+        set { idleTurnSet = newValue }
+    }
+    private var idleTurnSet: Duration?
     public var username: String?
     public var password: String?
     public var tls: TLS?

@@ -111,7 +111,9 @@ extension ClientCore {
     /// ``MQTTConfiguration/idleTurn``.
     func interest() -> (sockets: Sockets<Poller.Interest?>, due: ContinuousClock.Instant) {
         let now = ContinuousClock.now
-        var due = now + configuration.idleTurn
+        var idle = configuration.idleTurn
+        if let link = loop.link { idle = min(idle, link.core.configuration.idleTurn) }
+        var due = now + idle
         var receiving: Poller.Interest?
         if !loop.finished {
             if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
