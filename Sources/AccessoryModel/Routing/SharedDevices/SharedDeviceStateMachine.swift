@@ -227,6 +227,8 @@ struct SharedDeviceStateMachine: Sendable {
         forgetHolderElsewhere(source)
     }
 
+    // MARK: - The device's own reports
+
     /// The device reported that it is routed to nobody, after applying a command of epoch `applied`. At its holder's
     /// epoch or a newer one, the holder's route ended (its PAUSE or RELEASE), and that slot lets go of the device
     /// right after the command: to this slot's rules the device is free from this report on, as it is to one bridge's
