@@ -235,7 +235,8 @@ struct SharedDeviceStateMachine: Sendable {
     /// (rule 6 when it plays again). etcd's news of the release may come after the device's next report, and nothing
     /// runs rule 6 again then. What the slot claims for it, etcd still decides (Cluster's `DeviceHolder.wornAsOf`).
     mutating func reportedUnrouted(_ source: BluetoothAddress, applied epoch: UInt64) {
-        guard let holder = heldElsewhere[source], epoch >= holder else { return }
+        // A single bridge, and a slot whose devices no other slot holds: no look-up per report.
+        guard !heldElsewhere.isEmpty, let holder = heldElsewhere[source], epoch >= holder else { return }
         forgetHolderElsewhere(source)
     }
 
