@@ -109,7 +109,7 @@ ha-validate: deps
 ## at PACE% (50) of the relay's max (the p99 also as the median of WINDOW-second windows' p99s, 1), the bridge's peak
 ## RSS; medians and bridge/relay ratios (scripts/bench-e2e.sh).
 ## The relay and Benchmarks/LoadGen are C99 built by gcc, the bridge a release build, all in .build-e2e. PERF=1 also
-## profiles the last round's floods.
+## profiles the last round's floods; CALIBRATE=N paces every round at PACE% of N relay floods' median, measured first.
 ROUNDS       ?= 3
 DURATION     ?= 10
 ACCESSORIES  ?= 1000
@@ -124,7 +124,7 @@ E2E_CBUILD    = $(E2E_CC) $(E2E_CFLAGS) -I Sources/CAudioHub/include -I Sources/
 .PHONY: bench-e2e
 bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
-	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) scripts/bench-e2e.sh
+	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) CALIBRATE=$(CALIBRATE) scripts/bench-e2e.sh
 
 .build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
