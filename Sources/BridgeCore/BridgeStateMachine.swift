@@ -312,15 +312,19 @@ public struct BridgeStateMachine: Sendable {
         return actions
     }
 
-    /// Lets time pass: raises the diagnostics that came due and closes resume windows. While the gate holds, nothing
-    /// comes due: the deadlines wait with the rest (``isHolding``).
+    /// Lets time pass: raises the diagnostics that came due, closes resume windows, and in a cluster runs rule 6 again
+    /// for a device it stood back for. While the gate holds, nothing comes due: the deadlines wait with the rest
+    /// (``isHolding``).
     public mutating func tick(at now: Timestamp) -> [BridgeAction] {
         guard gate?.isHolding != true else { return [] }
         var actions: [BridgeAction] = []
         for owner in agenda.takeDue(at: now) {
             switch owner {
             case .routing:
-                agenda.scheduleRouting(at: routing.tick(at: now).nextDeadline)
+                let output = routing.tick(at: now)
+                agenda.scheduleRouting(at: output.nextDeadline)
+                actions += self.actions(of: output)
+                publishStates(of: output.rerouted, except: nil, into: &actions)
             case .hubOffline(let hub):
                 // Still offline since then: its accessories turn stale now.
                 guard let since = hubsGoingOffline[hub], now >= since + policy.hubOfflineGrace else { continue }

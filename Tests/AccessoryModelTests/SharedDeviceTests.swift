@@ -214,6 +214,42 @@ import Testing
         #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .takeOver)])
     }
 
+    /// The stand-back's other side: the slot whose listing was newest may not claim (its accessory was taken off and
+    /// the deletion is not in etcd yet; its member is paused). Rule 6 looks again a second later, and only then.
+    @Test func ruleSixLooksAgainASecondAfterItStoodBackUnlessTheDeviceWasTakenOrStopped() {
+        let claim = DeviceClaim(source: phone, accessory: headphones, kind: .mostRecentlyWorn)
+        func withdrawn() -> RoutingHarness {
+            var h = slot(sharing: [phone])
+            h.place(headphones, .onHead)
+            h.source(phone, .media)
+            h.shared(.claimWithdrawn(phone))
+            return h
+        }
+        var h = withdrawn()
+        #expect(h.engine.nextDeadline == h.now.advanced(byMilliseconds: 1_000))
+        h.advance(.milliseconds(999))
+        #expect(h.tick() == [] && h.last.claims.isEmpty)
+        h.advance(.milliseconds(1))
+        #expect(h.tick() == [], "nothing routed before the slot holds it")
+        #expect(h.last.claims == [claim])
+        #expect(h.engine.nextDeadline == nil, "once")
+        // Held now: routed, as rule 6 would have.
+        #expect(h.shared(.claimed(phone, epoch: 700)) == [.route(phone, headphones, .sourceActivated)])
+
+        // Another slot took it meanwhile: nothing to look at again.
+        h = withdrawn()
+        h.shared(.heldElsewhere(phone, epoch: 700))
+        #expect(h.engine.nextDeadline == nil)
+        h.advance(.seconds(1))
+        #expect(h.tick() == [] && h.last.claims.isEmpty)
+
+        // The device stopped playing: rule 6 has nothing to route.
+        h = withdrawn()
+        h.source(phone, .idle)
+        h.advance(.seconds(1))
+        #expect(h.tick() == [] && h.last.claims.isEmpty)
+    }
+
     @Test func aDeviceConfirmedSharedBeforeItsAccessoryTakesPartIsClaimedOnceItDoes() {
         var h = RoutingHarness(epoch: 100)
         h.source(phone, .media)

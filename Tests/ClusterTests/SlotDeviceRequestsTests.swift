@@ -81,6 +81,20 @@ import Testing
         #expect(machine.held.isEmpty)
     }
 
+    /// A slot restarted, or taken over by another member, claims the device its last owner held: the holder key
+    /// names this slot and accessory, but lives on the last owner's lease, and the member's directory saw it put (it
+    /// would not tell the slot). Written again, it is this owner's, at a revision the directory hears.
+    @Test mutating func aClaimOfADeviceItsSlotsLastOwnerHeldWritesTheHolderKeyAgain() throws {
+        _ = machine.start(.claim(.init(source: Self.phone, accessory: Self.headphones, kind: .ifFree)))
+        let before = DeviceHolder(slot: 3, wornRevision: 0, accessory: "headphones")
+        // Required: a machine that did not make the call would take the next reply as a broken contract.
+        try #require(
+            machine.replied(.entry(Self.entry(Self.keys.holder(Self.phone), before.description, revision: 77)))
+                == Self.take(after: 77))
+        #expect(machine.replied(.committed(90)) == .done(.claimed(Self.phone, before, revision: 90)))
+        #expect(machine.held == [Self.phone: 90])
+    }
+
     @Test mutating func aRule6ClaimStandsBackForALaterPutOnElsewhereAndTakesFromAnEarlierOne() {
         // This slot's accessory was put on at revision 100.
         let worn = WornListing(accessory: Self.headphones, source: Self.phone, isWorn: true)
@@ -101,6 +115,53 @@ import Testing
         #expect(machine.replied(.snapshot(.init(entries: [mine], revision: 120))) == .call(.get(Self.keys.holder(Self.phone))))
         #expect(machine.replied(.entry(Self.entry(Self.keys.holder(Self.phone), earlier.description, revision: 95)))
             == Self.take(after: 95, wornRevision: 100))
+    }
+
+    /// Two accessories of this slot are worn, and the device connected again to the one put on first, so its listing
+    /// is the newest: the slot's engine routes to the one put on last (its own rule), and another slot's put-on is
+    /// older than both. A stand-back for any listing but the claim's own withdrew this slot's claim, and the other
+    /// slot's stood back too (its listing is older): the device stayed unrouted. Across slots only the slot counts.
+    @Test mutating func aRule6ClaimGoesOnWhenTheNewestListingIsAnotherOfItsSlotsAccessories() throws {
+        _ = machine.start(.worn(WornListing(accessory: Self.headphones, source: Self.phone, isWorn: true)))
+        _ = machine.replied(.committed(110))
+        let claim = DeviceClaim(source: Self.phone, accessory: Self.headphones, kind: .mostRecentlyWorn)
+        let mine = Self.entry(Self.keys.worn(Self.phone, by: Self.headphones), "3", revision: 110)
+        let relisted = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("speaker")!), "3", revision: 120)
+        let elsewhere = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("earbuds")!), "5", revision: 105)
+        let holderKey = Self.keys.holder(Self.phone)
+
+        // Free: taken, as put on at the slot's newest listing.
+        _ = machine.start(.claim(claim))
+        try #require(
+            machine.replied(.snapshot(.init(entries: [elsewhere, mine, relisted], revision: 120)))
+                == .call(.get(holderKey)))
+        #expect(machine.replied(.entry(nil)) == Self.take(after: 0, wornRevision: 120))
+        _ = machine.replied(.committed(121))
+
+        // Held by the other slot, whose accessory was put on after this one's but before the slot's newest listing:
+        // taken, where going by this accessory's own listing (110 < 115) was refused while the other slot, seeing
+        // this slot's listing newest, stood back.
+        _ = machine.start(.release(.init(source: Self.phone, epoch: 121)))
+        _ = machine.replied(.committed(122))
+        let later = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("earbuds")!), "5", revision: 115)
+        let holder = DeviceHolder(slot: 5, wornRevision: 115, accessory: "earbuds")
+        _ = machine.start(.claim(claim))
+        try #require(
+            machine.replied(.snapshot(.init(entries: [later, mine, relisted], revision: 130))) == .call(.get(holderKey)))
+        #expect(machine.replied(.entry(Self.entry(holderKey, holder.description, revision: 125)))
+            == Self.take(after: 125, wornRevision: 120))
+    }
+
+    /// The other side of it: another slot's accessory listed the device last; this slot stands back whichever of its
+    /// own accessories was listed last.
+    @Test mutating func aRule6ClaimStandsBackForAnotherSlotsNewestListingWhateverItsOwnAreListedAs() {
+        let claim = DeviceClaim(source: Self.phone, accessory: Self.headphones, kind: .mostRecentlyWorn)
+        let mine = Self.entry(Self.keys.worn(Self.phone, by: Self.headphones), "3", revision: 110)
+        let ownOther = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("speaker")!), "3", revision: 120)
+        let elsewhere = Self.entry(Self.keys.worn(Self.phone, by: AccessoryID("earbuds")!), "5", revision: 130)
+        _ = machine.start(.claim(claim))
+        #expect(machine.replied(.snapshot(.init(entries: [mine, ownOther, elsewhere], revision: 130)))
+            == .done(.withdrawn(Self.phone)))
     }
 
     /// The race of a take-off with the device's activation (SharedDeviceArbitrationTests, under load): the holder's

@@ -27,7 +27,7 @@ extension RoutingEngine {
             let action = sharing.claimRefused(address, holderEpoch: holderEpoch)
             if let source = table.kept(address) { run(action, for: source, at: now, into: &output) }
         case .claimWithdrawn(let address):
-            sharing.claimWithdrawn(address)
+            sharing.claimWithdrawn(address, at: now)
         case .heldElsewhere(let address, let epoch):
             let action = sharing.heldElsewhere(address, epoch: epoch)
             if let source = table.kept(address) { run(action, for: source, at: now, into: &output) }

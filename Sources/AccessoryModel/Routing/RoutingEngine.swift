@@ -176,8 +176,13 @@ public struct RoutingEngine: Sendable {
     /// How many accessories and sources the engine keeps: what the bounds on its state are about.
     public var footprint: (accessories: Int, sources: Int) { (table.accessories.count, table.sources.count) }
 
-    /// When ``tick(at:)`` next has something to do (a rule 5 pause leaving the resume window), if ever.
-    public var nextDeadline: Timestamp? { expiries.first?.expiresAt }
+    /// When ``tick(at:)`` next has something to do (a rule 5 pause leaving the resume window; in a cluster, rule 6
+    /// looking again at a device it stood back for), if ever.
+    public var nextDeadline: Timestamp? {
+        let expiry = expiries.first?.expiresAt
+        guard let lookAgain = sharing.nextLookAgain else { return expiry }
+        return expiry.map { min($0, lookAgain) } ?? lookAgain
+    }
 
     // MARK: - Transitions
 
@@ -336,8 +341,10 @@ public struct RoutingEngine: Sendable {
         return output
     }
 
-    /// Lets time pass: forgets rule 5 pauses whose resume window closed. Issues no commands.
+    /// Lets time pass: forgets rule 5 pauses whose resume window closed; in a cluster, runs rule 6 again for a device
+    /// it stood back for that still plays unrouted (its claim goes out again: ``SharedDeviceStateMachine``).
     public mutating func tick(at now: Timestamp) -> RoutingOutput {
+        var output = RoutingOutput()
         while let next = expiries.first, next.expiresAt <= now {
             expiries.removeFirst()
             if let paused = pausedByTakeOff[next.source], paused.at.advanced(byMilliseconds: resumeWindow) <= now {
@@ -345,6 +352,19 @@ public struct RoutingEngine: Sendable {
                 pruneSource(next.source)
             }
         }
-        return RoutingOutput(nextDeadline: nextDeadline)
+        var looked = false
+        for address in sharing.dueToLookAgain(at: now) {
+            guard let source = table.kept(address), table.sources[source].activity.isActive,
+                table.sources[source].routedAccessory == nil
+            else { continue }
+            activate(source, at: now, into: &output)
+            looked = true
+        }
+        if looked {
+            releaseUnrouted(into: &output)
+            headTrackingChanged(at: now, into: &output)
+        }
+        output.nextDeadline = nextDeadline
+        return output
     }
 }

@@ -1,7 +1,8 @@
 /// Who holds a shared device, as its holder key says: `{slot}/{put-on revision}/{accessory}`.
 public struct DeviceHolder: Hashable, Sendable, CustomStringConvertible {
     public var slot: Int
-    /// The etcd revision of its accessory's worn listing (0: none): rule 6 compares it across slots.
+    /// The etcd revision of the worn listing its claim went by (0: none): its accessory's, or for a rule 6 claim its
+    /// slot's newest listing of the device. Rule 6 compares it across slots.
     public var wornRevision: UInt64
     public var accessory: String
 

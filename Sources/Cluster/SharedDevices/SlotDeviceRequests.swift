@@ -134,8 +134,10 @@ public struct SlotDeviceRequests: Sendable {
             worn[key] = listing.isWorn ? revision : nil
             return done(nil)
         case (.claim(let claim, .readingWornListings)?, .snapshot(let listings)):
-            let wornKey = keys.worn(claim.source, by: claim.accessory)
-            if let latest = listings.entries.max(by: { $0.modRevision < $1.modRevision }), latest.key != wornKey {
+            // Across slots, rule 6 is the slot's whose accessory was listed last; which of its own accessories gets
+            // the device is that slot's rule (their put-on times). A listing of its own written again (the device
+            // connected to it again) must not make it stand back for itself, nor the others for it.
+            if let latest = listings.entries.max(by: { $0.modRevision < $1.modRevision }), Int(latest.value) != slot {
                 return done(.withdrawn(claim.source))
             }
             stage = .claim(claim, .readingHolder(listings))
@@ -203,16 +205,18 @@ public struct SlotDeviceRequests: Sendable {
 
     /// Takes the device's holder key when the claim may (a compare-and-swap on the revision read), or stands refused.
     /// A rule 6 claim (`listings`: the worn listings it read first) sees the holder's accessory as those listings
-    /// have it (``DeviceHolder/wornAsOf(_:keys:device:)``).
+    /// have it (``DeviceHolder/wornAsOf(_:keys:device:)``), and counts as put on when its slot's newest listing was
+    /// written, the revision that let it go on.
     private mutating func take(
         _ claim: DeviceClaim, holder current: CoordinationEntry?, listings: CoordinationSnapshot?
     ) -> Step {
-        let wornRevision = worn[keys.worn(claim.source, by: claim.accessory)] ?? 0
+        let slot = slot
+        let own = listings?.entries.filter { Int($0.value) == slot }.map(\.modRevision).max()
+        let wornRevision = own ?? worn[keys.worn(claim.source, by: claim.accessory)] ?? 0
+        // A holder key of this slot's own is written again too: it is a key of the slot's last owner (a member that
+        // stopped serving it, or this one before the slot restarted), on that owner's lease, which its release or
+        // its lease's end deletes; and the member's directory, which saw it put, would not tell the slot of it.
         if let current, let holder = DeviceHolder(parsing: current.value) {
-            if holder.slot == slot, holder.accessory == claim.accessory.rawValue {
-                held[claim.source] = current.modRevision
-                return done(.claimed(claim.source, holder, revision: current.modRevision))
-            }
             let seen = listings.map { holder.wornAsOf($0, keys: keys, device: claim.source) } ?? holder
             guard claim.kind.mayTake(from: seen, by: slot, wornRevision: wornRevision) else {
                 return done(.refused(claim.source, holder, revision: current.modRevision))

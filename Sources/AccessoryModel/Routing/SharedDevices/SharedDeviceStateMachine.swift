@@ -74,6 +74,13 @@ struct SharedDeviceStateMachine: Sendable {
     /// The newest holder revision seen for each device that was shared: its commands never carry an older epoch,
     /// which the device would drop (it compares the epoch first: ``CommandOrder``).
     private(set) var floors: [BluetoothAddress: UInt64] = [:]
+    /// Devices whose rule 6 claim stood back for another slot's newer worn listing, with when rule 6 looks again.
+    /// That slot claims the device within milliseconds, and etcd's watch says so; but its listing may be out of date
+    /// (its accessory taken off and the deletion not yet written, or its member paused or cut off from etcd, the
+    /// listing there until its lease ends), and then no slot claims, and nothing else runs rule 6 again.
+    private(set) var standingBack: [BluetoothAddress: Timestamp] = [:]
+    /// How long a stand-back waits before rule 6 looks again: past a claim's few milliseconds, within a lease.
+    static let lookAgainAfter: Int64 = 1_000
 
     // MARK: - Queries
 
@@ -91,6 +98,11 @@ struct SharedDeviceStateMachine: Sendable {
 
     /// Whether the slot holds any device (a single bridge never does: no walk after each change).
     var holdsAny: Bool { !held.isEmpty }
+
+    /// When rule 6 next looks again at a device it stood back for, if ever (a single bridge: never, at no cost).
+    var nextLookAgain: Timestamp? {
+        standingBack.isEmpty ? nil : standingBack.values.min()
+    }
 
     /// The epoch of a command to `source`: the holder's revision while held here; else the slot's own, never below
     /// what a holder's commands carried.
@@ -112,6 +124,7 @@ struct SharedDeviceStateMachine: Sendable {
     {
         guard needsClaim(source) else { return (true, nil) }
         let waiting = pending[source]
+        standingBack[source] = nil
         var decision = Pending(accessory: accessory, rule: rule, claimed: waiting?.claimed ?? false)
         let asksMore = rule == .putOn && waiting?.rule != .putOn
         var claim: DeviceClaim?
@@ -161,6 +174,7 @@ struct SharedDeviceStateMachine: Sendable {
         unconfirmed.remove(source)
         shared.remove(source)
         pending[source] = nil
+        standingBack[source] = nil
         forgetHolderElsewhere(source)
     }
 
@@ -179,6 +193,7 @@ struct SharedDeviceStateMachine: Sendable {
             shared.insert(source)
         } else {
             shared.remove(source)
+            standingBack[source] = nil
             forgetHolderElsewhere(source)
         }
         let changed = wasShared != isShared
@@ -211,9 +226,19 @@ struct SharedDeviceStateMachine: Sendable {
         return .lost(pending.removeValue(forKey: source))
     }
 
-    /// This slot's rule 6 claim stood back for another slot's later put-on: the decision is dropped.
-    mutating func claimWithdrawn(_ source: BluetoothAddress) {
+    /// This slot's rule 6 claim stood back for another slot's later put-on: the decision is dropped, and rule 6
+    /// looks again after ``lookAgainAfter`` unless etcd says meanwhile that a slot holds the device.
+    mutating func claimWithdrawn(_ source: BluetoothAddress, at now: Timestamp) {
         pending[source] = nil
+        standingBack[source] = now.advanced(byMilliseconds: Self.lookAgainAfter)
+    }
+
+    /// The devices rule 6 looks at again now, in order; each is taken off the list (a stand-back again puts it back).
+    mutating func dueToLookAgain(at now: Timestamp) -> [BluetoothAddress] {
+        guard !standingBack.isEmpty else { return [] }
+        let due = standingBack.filter { $0.value <= now }.keys.sorted()
+        for source in due { standingBack[source] = nil }
+        return due
     }
 
     /// Another slot took `source` (etcd's watch: its holder key names another slot now, at `epoch`).
@@ -245,12 +270,14 @@ struct SharedDeviceStateMachine: Sendable {
     private mutating func holdHere(_ source: BluetoothAddress, at revision: UInt64) {
         held[source] = revision
         heldElsewhere[source] = nil
+        standingBack[source] = nil
         raiseFloor(of: source, to: revision)
     }
 
     private mutating func holdElsewhere(_ source: BluetoothAddress, at revision: UInt64) {
         held[source] = nil
         heldElsewhere[source] = revision
+        standingBack[source] = nil
         raiseFloor(of: source, to: revision)
     }
 
