@@ -50,8 +50,8 @@ import Testing
         _ = machine.mayRoute(phone, to: headphones, for: .putOn)
         #expect(machine.claimRefused(phone, holderEpoch: 950) == .lost(.init(accessory: headphones, rule: .putOn, claimed: true)))
         #expect(machine.isHeldElsewhere(phone))
-        #expect(machine.heldElsewhere(phone, epoch: 960) == .dropRoute)
-        machine.releasedElsewhere(phone)
+        #expect(machine.heldElsewhere(phone, epoch: 960, routedTo: nil) == .dropRoute)
+        #expect(machine.releasedElsewhere(phone) == .none, "no route of this slot's was dropped")
         #expect(!machine.isHeldElsewhere(phone))
         // Never below what a holder's commands carried, which the device would drop.
         #expect(machine.epoch(of: phone, slotEpoch: 57) == 960)

@@ -125,6 +125,8 @@ import Testing
         #expect(h.last.rerouted == [headphones])
         #expect(h.engine.routedSource(for: headphones) == nil)
         #expect(h.engine.heldDevices.isEmpty)
+        // The other slot's ROUTE reached the phone.
+        h.source(phone, .media, sequence: 1, routedTo: AccessoryID("earbuds")!, applied: CommandOrder(epoch: 900, sequence: 1))
         // No longer shared (the other slot's accessory forgot it): routed by the slot alone again, with an epoch
         // never below what the phone last applied (900), or it would drop the command.
         h.shared(.releasedElsewhere(phone))
@@ -248,6 +250,43 @@ import Testing
         h.source(phone, .idle)
         h.advance(.seconds(1))
         #expect(h.tick() == [] && h.last.claims.isEmpty)
+    }
+
+    /// Another slot's put-on took the phone from this slot's route, and its accessory came off before the answer:
+    /// that slot routes nothing and lets the phone go without a command, while it still plays on these headphones.
+    /// One bridge would have routed it there and paused it; here nobody would pause it when the headphones come off.
+    @Test func aRouteDroppedForAHolderThatLetGoWithoutACommandIsClaimedBack() throws {
+        func dropped() throws -> (RoutingHarness, CommandOrder) {
+            var h = slot(sharing: [phone])
+            h.source(phone, .media)
+            h.place(headphones, .inEar)
+            #expect(h.shared(.claimed(phone, epoch: 500)) == [.route(phone, headphones, .putOn)])
+            let route = try #require(h.log.last)
+            h.source(phone, .media, sequence: 1, routedTo: headphones, applied: route.order)
+            #expect(h.shared(.heldElsewhere(phone, epoch: 600)) == [], "its route ends without a command")
+            return (h, route.order)
+        }
+        var (h, order) = try dropped()
+        // Its reports of the headphones are older than the holder's epoch: not taken as a route.
+        h.source(phone, .media, sequence: 2, routedTo: headphones, applied: order)
+        #expect(h.engine.routedSource(for: headphones) == nil)
+        #expect(h.shared(.releasedElsewhere(phone)) == [])
+        #expect(h.last.claims == [DeviceClaim(source: phone, accessory: headphones, kind: .ifFree)])
+        #expect(h.shared(.claimed(phone, epoch: 700)) == [.route(phone, headphones, .sourceActivated)])
+        #expect(h.last.commands.allSatisfy { $0.epoch == 700 })
+        #expect(h.place(headphones, .offHead) == [.pause(phone, headphones, .takenOff)], "and paused when taken off")
+
+        // The holder's command reached the phone (routed elsewhere, then paused off it): nothing to claim back.
+        (h, _) = try dropped()
+        h.source(phone, .idle, sequence: 2, routedTo: nil, applied: CommandOrder(epoch: 600, sequence: 2))
+        h.source(phone, .media, sequence: 3)
+        h.shared(.releasedElsewhere(phone))
+        #expect(!h.last.claims.contains(DeviceClaim(source: phone, accessory: headphones, kind: .ifFree)))
+
+        // The phone is on another accessory now (the person chose it): nothing to claim back either.
+        (h, order) = try dropped()
+        h.source(phone, .media, sequence: 2, routedTo: AccessoryID("speaker")!, applied: order)
+        #expect(h.shared(.releasedElsewhere(phone)) == [] && h.last.claims.isEmpty)
     }
 
     @Test func aDeviceConfirmedSharedBeforeItsAccessoryTakesPartIsClaimedOnceItDoes() {

@@ -29,10 +29,13 @@ extension RoutingEngine {
         case .claimWithdrawn(let address):
             sharing.claimWithdrawn(address, at: now)
         case .heldElsewhere(let address, let epoch):
-            let action = sharing.heldElsewhere(address, epoch: epoch)
-            if let source = table.kept(address) { run(action, for: source, at: now, into: &output) }
+            let source = table.kept(address)
+            let routedTo = source.flatMap { table.sources[$0].routedAccessory }.map { table.accessories[$0].view.id }
+            let action = sharing.heldElsewhere(address, epoch: epoch, routedTo: routedTo)
+            if let source { run(action, for: source, at: now, into: &output) }
         case .releasedElsewhere(let address):
-            sharing.releasedElsewhere(address)
+            let action = sharing.releasedElsewhere(address)
+            if let source = table.kept(address) { run(action, for: source, at: now, into: &output) }
         }
         releaseUnrouted(into: &output)
         headTrackingChanged(at: now, into: &output)
@@ -64,6 +67,16 @@ extension RoutingEngine {
             output.claims.append(claim)
         case .dropRoute:
             dropRoute(of: source, into: &output)
+        case .reclaim(let id):
+            // As a free candidate of a worn, free accessory: claimed if free, routed (a ROUTE of the new epoch) while
+            // the device plays.
+            guard let accessory = table.kept(id), table.accessories[accessory].view.isWorn,
+                table.accessories[accessory].routedSource == nil, table.sources[source].routedAccessory == nil,
+                table.accessories[accessory].view.sources.contains(table.sources[source].address),
+                table.sources[source].activity.isActive,
+                mayRoute(source, to: accessory, for: .candidate(.sourceActivated), into: &output)
+            else { return }
+            route(source, to: accessory, reason: .sourceActivated, at: now, into: &output)
         case .lost(let pending):
             dropRoute(of: source, into: &output)
             guard let pending, let accessory = table.kept(pending.accessory) else { return }

@@ -266,6 +266,7 @@ public struct RoutingEngine: Sendable {
         } else if report.routedAccessory == nil {
             sharing.reportedUnrouted(address, applied: report.lastCommandEpoch)
         }
+        sharing.reported(address, routedTo: report.routedAccessory, applied: report.lastCommandEpoch)
         let activity = table.sources[source].activity
         noteReportOfDisplaced(source, report, before: before)
         if before == .call, activity == .idle, let accessory = table.sources[source].routedAccessory,

@@ -57,6 +57,16 @@ struct SharedDeviceStateMachine: Sendable {
         /// This slot's claim lost: its route of the device ends without a command, and the decision that waited, if
         /// any, looks elsewhere (what else a call displaced; the accessory's best other free candidate).
         case lost(Pending?)
+        /// The slot that took the device let it go without a command the device applied: it still plays where this
+        /// slot's route had it, on that accessory; claim it back for it.
+        case reclaim(AccessoryID)
+    }
+
+    /// A route this slot dropped when another slot took its device (``heldElsewhere(_:epoch:routedTo:)``).
+    struct DroppedRoute: Hashable, Sendable {
+        var accessory: AccessoryID
+        /// The newest holder's epoch since: a command of it, or of a newer one, moved the device.
+        var holderEpoch: UInt64
     }
 
     /// Listed here and by another slot too.
@@ -81,6 +91,12 @@ struct SharedDeviceStateMachine: Sendable {
     private(set) var standingBack: [BluetoothAddress: Timestamp] = [:]
     /// How long a stand-back waits before rule 6 looks again: past a claim's few milliseconds, within a lease.
     static let lookAgainAfter: Int64 = 1_000
+    /// Routes this slot dropped when another slot took their device, while the device has applied no command of a
+    /// holder since and still reports them. A put-on's claim takes a device from anyone; when its accessory came off
+    /// before the answer, its slot lets the device go at once, without a command (it routes nothing), and the device
+    /// plays on where this slot's route had it, which no rule of this slot's would see again: the device's reports
+    /// are older than the taker's epoch.
+    private(set) var dropped: [BluetoothAddress: DroppedRoute] = [:]
 
     // MARK: - Queries
 
@@ -175,6 +191,7 @@ struct SharedDeviceStateMachine: Sendable {
         shared.remove(source)
         pending[source] = nil
         standingBack[source] = nil
+        dropped[source] = nil
         forgetHolderElsewhere(source)
     }
 
@@ -194,6 +211,7 @@ struct SharedDeviceStateMachine: Sendable {
         } else {
             shared.remove(source)
             standingBack[source] = nil
+            dropped[source] = nil
             forgetHolderElsewhere(source)
         }
         let changed = wasShared != isShared
@@ -241,15 +259,19 @@ struct SharedDeviceStateMachine: Sendable {
         return due
     }
 
-    /// Another slot took `source` (etcd's watch: its holder key names another slot now, at `epoch`).
-    mutating func heldElsewhere(_ source: BluetoothAddress, epoch: UInt64) -> Action {
+    /// Another slot took `source` (etcd's watch: its holder key names another slot now, at `epoch`); this slot's route
+    /// of it, if any, was to `routedTo`, and is remembered until the device applies a command of a holder's.
+    mutating func heldElsewhere(_ source: BluetoothAddress, epoch: UInt64, routedTo: AccessoryID?) -> Action {
         holdElsewhere(source, at: epoch)
+        if let routedTo { dropped[source] = DroppedRoute(accessory: routedTo, holderEpoch: epoch) }
         return .dropRoute
     }
 
-    /// The slot that held `source` let it go.
-    mutating func releasedElsewhere(_ source: BluetoothAddress) {
+    /// The slot that held `source` let it go: a route this slot dropped for it, which no command of a holder's moved
+    /// since, is claimed back.
+    mutating func releasedElsewhere(_ source: BluetoothAddress) -> Action {
         forgetHolderElsewhere(source)
+        return dropped.removeValue(forKey: source).map { .reclaim($0.accessory) } ?? .none
     }
 
     // MARK: - The device's own reports
@@ -265,12 +287,21 @@ struct SharedDeviceStateMachine: Sendable {
         forgetHolderElsewhere(source)
     }
 
+    /// The device reported where it is routed (`routedTo`), after applying a command of epoch `applied`: a route
+    /// this slot dropped for it is forgotten once a holder's command moved the device, or the device is elsewhere.
+    mutating func reported(_ source: BluetoothAddress, routedTo: AccessoryID?, applied epoch: UInt64) {
+        // A single bridge, and a slot that dropped no route: no look-up per report.
+        guard !dropped.isEmpty, let route = dropped[source] else { return }
+        if epoch >= route.holderEpoch || routedTo != route.accessory { dropped[source] = nil }
+    }
+
     // MARK: - Holders, each raising the device's epoch floor once
 
     private mutating func holdHere(_ source: BluetoothAddress, at revision: UInt64) {
         held[source] = revision
         heldElsewhere[source] = nil
         standingBack[source] = nil
+        dropped[source] = nil
         raiseFloor(of: source, to: revision)
     }
 
@@ -278,6 +309,7 @@ struct SharedDeviceStateMachine: Sendable {
         held[source] = nil
         heldElsewhere[source] = revision
         standingBack[source] = nil
+        dropped[source]?.holderEpoch = revision
         raiseFloor(of: source, to: revision)
     }
 
