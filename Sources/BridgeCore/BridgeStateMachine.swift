@@ -279,11 +279,7 @@ public struct BridgeStateMachine: Sendable {
     private mutating func decideSourceReport(
         _ report: SourceReport, from source: BluetoothAddress, at now: Timestamp
     ) -> [BridgeAction] {
-        let output = routing.sourceReported(report, from: source, at: now)
-        agenda.scheduleRouting(at: output.nextDeadline)
-        var actions = self.actions(of: output)
-        publishStates(of: output.rerouted, except: nil, into: &actions)
-        return actions
+        routed(routing.sourceReported(report, from: source, at: now))
     }
 
     /// In a cluster, what etcd said about a playing device that accessories of other slots list too: the commands
@@ -305,11 +301,7 @@ public struct BridgeStateMachine: Sendable {
         case .claimed, .claimRefused, .claimWithdrawn:
             break
         }
-        let output = routing.sharedDevice(event, at: now)
-        agenda.scheduleRouting(at: output.nextDeadline)
-        var actions = self.actions(of: output)
-        publishStates(of: output.rerouted, except: nil, into: &actions)
-        return actions
+        return routed(routing.sharedDevice(event, at: now))
     }
 
     /// Lets time pass: raises the diagnostics that came due, closes resume windows, and in a cluster runs rule 6 again
@@ -321,10 +313,7 @@ public struct BridgeStateMachine: Sendable {
         for owner in agenda.takeDue(at: now) {
             switch owner {
             case .routing:
-                let output = routing.tick(at: now)
-                agenda.scheduleRouting(at: output.nextDeadline)
-                actions += self.actions(of: output)
-                publishStates(of: output.rerouted, except: nil, into: &actions)
+                actions += routed(routing.tick(at: now))
             case .hubOffline(let hub):
                 // Still offline since then: its accessories turn stale now.
                 guard let since = hubsGoingOffline[hub], now >= since + policy.hubOfflineGrace else { continue }
@@ -508,6 +497,15 @@ public struct BridgeStateMachine: Sendable {
     private func machine(for id: AccessoryID) -> AccessoryStateMachine {
         store[id].map { AccessoryStateMachine(restoring: $0, policy: policy.accessory) }
             ?? AccessoryStateMachine(id: id, policy: policy.accessory)
+    }
+
+    /// A routing transition's output as actions: its deadline scheduled, its commands, claims and releases, then the
+    /// states of the accessories whose route moved.
+    private mutating func routed(_ output: RoutingOutput) -> [BridgeAction] {
+        agenda.scheduleRouting(at: output.nextDeadline)
+        var actions = self.actions(of: output)
+        publishStates(of: output.rerouted, except: nil, into: &actions)
+        return actions
     }
 
     /// Runs routing for a changed accessory; its commands go into `actions`. Returns the accessories whose route

@@ -263,8 +263,6 @@ public struct RoutingEngine: Sendable {
         let reportedRoute = stale ? nil : report.routedAccessory
         if let reported = reportedRoute {
             setInForce(source, reported)
-        } else if report.routedAccessory == nil {
-            sharing.reportedUnrouted(address, applied: report.lastCommandEpoch)
         }
         sharing.reported(address, routedTo: report.routedAccessory, applied: report.lastCommandEpoch)
         let activity = table.sources[source].activity

@@ -276,23 +276,24 @@ struct SharedDeviceStateMachine: Sendable {
 
     // MARK: - The device's own reports
 
-    /// The device reported that it is routed to nobody, after applying a command of epoch `applied`. At its holder's
-    /// epoch or a newer one, the holder's route ended (its PAUSE or RELEASE), and that slot lets go of the device
-    /// right after the command: to this slot's rules the device is free from this report on, as it is to one bridge's
-    /// (rule 6 when it plays again). etcd's news of the release may come after the device's next report, and nothing
-    /// runs rule 6 again then. What the slot claims for it, etcd still decides (Cluster's `DeviceHolder.wornAsOf`).
-    mutating func reportedUnrouted(_ source: BluetoothAddress, applied epoch: UInt64) {
-        // A single bridge, and a slot whose devices no other slot holds: no look-up per report.
-        guard !heldElsewhere.isEmpty, let holder = heldElsewhere[source], epoch >= holder else { return }
-        forgetHolderElsewhere(source)
-    }
-
-    /// The device reported where it is routed (`routedTo`), after applying a command of epoch `applied`: a route
-    /// this slot dropped for it is forgotten once a holder's command moved the device, or the device is elsewhere.
+    /// The device reported where it is routed (`routedTo`; `nil`: nobody), after applying a command of epoch
+    /// `applied`.
+    ///
+    /// Routed to nobody at its holder's epoch or a newer one, the holder's route ended (its PAUSE or RELEASE), and that
+    /// slot lets go of the device right after the command: to this slot's rules the device is free from this report
+    /// on, as it is to one bridge's (rule 6 when it plays again). etcd's news of the release may come after the
+    /// device's next report, and nothing runs rule 6 again then. What the slot claims for it, etcd still decides
+    /// (Cluster's `DeviceHolder.wornAsOf`).
+    ///
+    /// A route this slot dropped for the device is forgotten once a holder's command moved it, or it is elsewhere.
     mutating func reported(_ source: BluetoothAddress, routedTo: AccessoryID?, applied epoch: UInt64) {
-        // A single bridge, and a slot that dropped no route: no look-up per report.
-        guard !dropped.isEmpty, let route = dropped[source] else { return }
-        if epoch >= route.holderEpoch || routedTo != route.accessory { dropped[source] = nil }
+        // A single bridge, and a slot whose devices no other slot holds and that dropped no route: no look-up.
+        if routedTo == nil, !heldElsewhere.isEmpty, let holder = heldElsewhere[source], epoch >= holder {
+            forgetHolderElsewhere(source)
+        }
+        if !dropped.isEmpty, let route = dropped[source], epoch >= route.holderEpoch || routedTo != route.accessory {
+            dropped[source] = nil
+        }
     }
 
     // MARK: - Holders, each raising the device's epoch floor once
