@@ -141,7 +141,7 @@ import TestSupport
     @Test func jsonFromTheRealMosquittoPubReachesTheRealMosquittoSub() async throws {
         let broker = try await MosquittoBroker()
         let bridge = try await Self.startBridge(on: broker) { $0.payloadFormat = .json }
-        let subscriber = try await broker.startSubscriber(topic: Self.commandsTopic, count: 1, timeout: .seconds(10))
+        let subscriber = try await broker.startSubscriber(topic: Self.commandsTopic, count: 1, timeout: .seconds(30))
         let telemetry = "audio/hubs/hub-1/accessories/headphones/telemetry"
         for json in [
             #"{"sequence": "1", "paired": {"name": "Studio", "hardwareCapabilities": ["CAPABILITY_AUDIO_SWITCHING", "CAPABILITY_PLACEMENT"]}}"#,

@@ -516,7 +516,8 @@ import Glibc
         try await hub.waitUntilConnected()
         // -F %t: topics only (the binary payloads are not text).
         let subscriber = try await broker.startSubscriber(
-            topic: "audio/hubs/sdk-refuse/accessories/+/telemetry", count: 1, arguments: ["-F", "%t"])
+            topic: "audio/hubs/sdk-refuse/accessories/+/telemetry", count: 1, timeout: .seconds(30),
+            arguments: ["-F", "%t"])
         let h = hub.handle
         var five = address([1, 2, 3, 4, 5])
         var six = address(Self.headphones)

@@ -43,12 +43,14 @@ struct MessageTests {
 
     @Test func propertiesReachMosquittoSub() async throws {
         let broker = try await MosquittoBroker()
-        let subscriber = try await broker.startSubscriber(
-            topic: "props/sub", count: 1, timeout: .seconds(10),
-            arguments: ["-F", "%t|%C|%R|%D|%E|%P|%p"]
-        )
+        // The publisher connects first, so that mosquitto_sub's -W window holds only the subscription and the message
+        // (a stress run starved it past 10 s once, with the connection inside it). The window guards against a hang.
         let publisher = try TestClient(broker)
         try await publisher.connect()
+        let subscriber = try await broker.startSubscriber(
+            topic: "props/sub", count: 1, timeout: .seconds(30),
+            arguments: ["-F", "%t|%C|%R|%D|%E|%P|%p"]
+        )
         try publisher.client.publish(
             MQTTMessage(
                 topic: "props/sub", payload: Array("hello".utf8), qos: .atLeastOnce,
@@ -169,7 +171,7 @@ struct MessageTests {
 
     @Test func qos1PublishedBeforeConnectingIsSentAfterwards() async throws {
         let broker = try await MosquittoBroker()
-        let subscriber = try await broker.startSubscriber(topic: "queued/#", count: 1, timeout: .seconds(10), qos: 1)
+        let subscriber = try await broker.startSubscriber(topic: "queued/#", count: 1, timeout: .seconds(30), qos: 1)
         let client = try TestClient(broker)
 
         try client.client.publish(MQTTMessage(topic: "queued/q1", payload: Array("early".utf8), qos: .atLeastOnce))
