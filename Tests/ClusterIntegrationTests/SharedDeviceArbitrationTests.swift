@@ -92,39 +92,64 @@ import TestSupport
         var routed: AccessoryID? { state.withLock { $0.routed } }
     }
 
-    @Test func aSharedDeviceGoesToTheMostRecentlyWornAccessoryWhicheverMemberServesIt() async throws {
+    /// Two households (routing domains) whose slots m1 and m2 serve, a1 the first's accessory and a2 the second's,
+    /// both registered and connected to the shared device, neither worn; the test reads etcd as a member would.
+    struct Households {
+        let members: MemberProcesses
+        let broker: MosquittoBroker
+        let store: EtcdClient
+        let session: LeaseSession
+        let keys = ClusterKeys(cluster: "test")
+        let device: PlayingDevice
+        let accessories = [AccessoryID("a1")!, AccessoryID("a2")!]
+        let hubs: [AccessoryHub]
+        let paired: [PairedAccessory]
+
+        /// Puts accessory `index` on (or takes it off) and waits until its worn listing is in etcd (or gone).
+        func place(_ index: Int, _ placement: Placement) async throws {
+            try await hubs[index].report(placement: placement, for: paired[index])
+            try await waitUntilListed(index, placement != .offHead)
+        }
+
+        func waitUntilListed(_ index: Int, _ worn: Bool, timeout: Duration = .seconds(10)) async throws {
+            try await waitUntil("\(accessories[index]) \(worn ? "listed" : "no longer listed") as worn", timeout: timeout) {
+                (try await store.get(keys.worn(SharedDeviceArbitrationTests.device, by: accessories[index]), in: session) != nil)
+                    == worn
+            }
+        }
+
+        /// The device's commands as "ACTION accessory REASON".
+        var applied: [String] { device.applied.map { "\($0.action) \($0.accessoryID) \($0.reason)" } }
+    }
+
+    /// Runs `body` on two fresh households; lets go of the etcd client on every path (an HTTP client released without
+    /// its shutdown stops the test process, and with it every other test of the run).
+    static func withHouseholds(_ body: (Households) async throws -> Void) async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
         let members = MemberProcesses(etcd: etcd, broker: broker)
         for name in ["m1", "m2"] { try members.start(name) }
         try await members.waitUntilServed(by: ["m1", "m2"])
-
-        // Two households (routing domains) whose slots are served by different members.
         let slots = ClusterSlots(members.slots)!
         func hub(servedBy member: String) -> HubID {
             (0..<1000).lazy.compactMap { HubID("home\($0)--hub") }
                 .first { Rendezvous.owner(of: slots.slot(of: $0), among: ["m1", "m2"]) == member }!
         }
-        let (hubIDs, accessories) = ([hub(servedBy: "m1"), hub(servedBy: "m2")], [AccessoryID("a1")!, AccessoryID("a2")!])
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let store = try EtcdClient(endpoint: etcd.endpoint, logger: logger)
-        // Let go of on every path: an HTTP client released without its shutdown stops the test process, and
-        // with it every other test of the run.
         do {
-            // The test reads etcd as a member would: in a session of its own.
             let session = LeaseSession(lease: try await store.grantLease(ttl: .seconds(60)))
-            let keys = ClusterKeys(cluster: "test")
             let device = try await PlayingDevice(Self.device, broker: broker)
             try device.play(.idle)
-
             var hubs: [AccessoryHub] = []
             var paired: [PairedAccessory] = []
-            for (hubID, accessory) in zip(hubIDs, accessories) {
+            for (hubID, accessory) in zip([hub(servedBy: "m1"), hub(servedBy: "m2")], [AccessoryID("a1")!, AccessoryID("a2")!]) {
                 var mqtt = MQTTConfiguration(clientID: "\(hubID)")
                 mqtt.port = broker.port
                 var options = AccessoryHub.Options()
                 options.slots = slots
+                options.timeout = .seconds(30)  // an answer may wait for a takeover
                 let hub = try AccessoryHub(hubID: hubID, mqtt: mqtt, options: options, logger: logger)
                 try await hub.start(timeout: .seconds(20))
                 let pairing = try await hub.pair(accessory, name: "\(accessory)", model: "M", hardwareCapabilities: .all)
@@ -133,38 +158,45 @@ import TestSupport
                 hubs.append(hub)
                 paired.append(pairing)
             }
+            let households = Households(
+                members: members, broker: broker, store: store, session: session, device: device, hubs: hubs,
+                paired: paired)
             try await waitUntil("the device is shared by both slots") {
-                (try await store.get(keys.shared(Self.device), in: session)).map { ListerSlots(parsing: $0.value).slots.count } == 2
+                (try await store.get(households.keys.shared(Self.device), in: session))
+                    .map { ListerSlots(parsing: $0.value).slots.count } == 2
             }
-            /// Puts accessory `index` on (or takes it off) and waits until its worn listing is in etcd (or gone).
-            func place(_ index: Int, _ placement: Placement) async throws {
-                try await hubs[index].report(placement: placement, for: paired[index])
-                let worn = placement != .offHead
-                try await waitUntil("\(accessories[index]) \(worn ? "listed" : "no longer listed") as worn") {
-                    (try await store.get(keys.worn(Self.device, by: accessories[index]), in: session) != nil) == worn
-                }
-            }
+            try await body(households)
+            for hub in hubs { await hub.stop() }
+            await device.client.close()
+        } catch {
+            await store.shutdown()
+            throw error
+        }
+        await store.shutdown()
+    }
 
+    @Test func aSharedDeviceGoesToTheMostRecentlyWornAccessoryWhicheverMemberServesIt() async throws {
+        try await Self.withHouseholds { homes in
+            let (device, accessories) = (homes.device, homes.accessories)
             // a1 is put on, then a2: when the device plays, a2 is the most recently worn, whichever slot asks first.
-            try await place(0, .onHead)
-            try await place(1, .onHead)
+            try await homes.place(0, .onHead)
+            try await homes.place(1, .onHead)
             try device.play(.media)
             try await waitUntil("the device routed") { device.routed != nil }
             #expect(device.routed == accessories[1])
 
             // a2 is taken off (rule 5 pauses the device); it plays again: now a1 is the only worn one.
-            try await place(1, .offHead)
+            try await homes.place(1, .offHead)
             try await waitUntil("the device paused") { device.applied.count == 2 }
             try device.play(.media)
             try await waitUntil("the device routed to a1") { device.routed == accessories[0] }
 
             // a2 is put on again: rule 4 takes the device from the other slot, as one bridge would.
-            try await place(1, .onHead)
+            try await homes.place(1, .onHead)
             try await waitUntil("the device routed to a2 again") { device.routed == accessories[1] }
 
-            let applied = device.applied.map { "\($0.action) \($0.accessoryID) \($0.reason)" }
             #expect(
-                applied == [
+                homes.applied == [
                     "ROUTE_TO_ACCESSORY a2 SOURCE_ACTIVATED", "PAUSE a2 TAKEN_OFF", "ROUTE_TO_ACCESSORY a1 SOURCE_ACTIVATED",
                     "ROUTE_TO_ACCESSORY a2 PUT_ON",
                 ], "one command per change, each from the slot that holds the device")
@@ -173,16 +205,35 @@ import TestSupport
             #expect(epochs == epochs.sorted() && Set(epochs).count == 3, "each holding is a newer epoch: \(epochs)")
             // The retained states: a2 has the device, a1 does not (its slot let it go without a command).
             try await waitUntil("a1's state no longer names the device, a2's does") {
-                let states = try await Self.retainedStates(broker: broker)
+                let states = try await Self.retainedStates(broker: homes.broker)
                 return states[accessories[0]]?.routedSource == nil && states[accessories[1]]?.routedSource == Self.device
             }
-            for hub in hubs { await hub.stop() }
-            await device.client.close()
-        } catch {
-            await store.shutdown()
-            throw error
         }
-        await store.shutdown()
+    }
+
+    /// Rule 6 stands back for another slot's newer put-on, counting on that slot to claim the device. Here that
+    /// listing is out of date: a1 was taken off while m1, its member, was paused. m1's lease ends, m2 takes a1's slot
+    /// over and reads the take-off, and the listing goes; nothing about the device changes meanwhile, so only rule 6
+    /// looking again (a second after each stand-back, SharedDeviceStateMachine) routes it to a2, still worn.
+    @Test func aStandBackForAPausedMembersPutOnIsLookedAtAgainOnceItsListingIsGone() async throws {
+        try await Self.withHouseholds { homes in
+            try await homes.place(1, .onHead)
+            try await homes.place(0, .onHead)
+            let m1 = try homes.members.process("m1")
+            m1.signal(SIGSTOP)
+            try await waitUntil("m1 stopped") { m1.isStopped }
+            // The take-off waits in a1's slot's session until m2 takes the slot over (the answer comes from m2).
+            let takeOff = Task { try await homes.hubs[0].report(placement: .offHead, for: homes.paired[0]) }
+            try homes.device.play(.media)
+            try await homes.waitUntilListed(0, false, timeout: .seconds(30))
+            try await waitUntil("the device routed to a2", timeout: .seconds(15)) {
+                homes.device.routed == homes.accessories[1]
+            }
+            #expect(homes.applied == ["ROUTE_TO_ACCESSORY a2 SOURCE_ACTIVATED"], "one command, from a2's slot")
+            try await takeOff.value
+            #expect(homes.members.owners()[ClusterSlots(homes.members.slots)!.slot(of: homes.hubs[0].hubID)] == "m2")
+            _ = try homes.members.kill("m1")
+        }
     }
 
     /// Every accessory's retained state, read through a short session.
