@@ -9,6 +9,18 @@ extension RoutingEngine {
         table.sources[source].routedAccessory == nil && !sharing.isHeldElsewhere(table.sources[source].address)
     }
 
+    /// Whether `accessory` is worn and routed from no source: a rule may give it one.
+    func isWornAndFree(_ accessory: Int) -> Bool {
+        table.accessories[accessory].view.isWorn && table.accessories[accessory].routedSource == nil
+    }
+
+    /// Whether `source` may go to `accessory` as one of its candidates now: the accessory worn and free, the source
+    /// playing, free, and listed by it.
+    func isFreeCandidate(_ source: Int, of accessory: Int) -> Bool {
+        isWornAndFree(accessory) && table.sources[source].activity.isActive && isFree(source)
+            && table.accessories[accessory].view.sources.contains(table.sources[source].address)
+    }
+
     /// The best active candidate of `accessory` that passes `filter`: a call before media, then the most recently
     /// active. With `countingPauses` (rule 4 only), a source paused by rule 5 off this accessory within the window
     /// counts with its activity at the pause; the other rules route what plays, never what waits to be resumed.

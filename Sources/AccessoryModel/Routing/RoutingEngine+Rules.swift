@@ -169,8 +169,7 @@ extension RoutingEngine {
         let id = table.accessories[accessory].view.id
         guard var stack = interruptions[id], stack.last?.by == caller else { return false }
         interruptions[id] = nil
-        let worn = table.accessories[accessory]
-        guard worn.view.isWorn, worn.routedSource == nil else { return false }
+        guard isWornAndFree(accessory) else { return false }
         while let entry = stack.popLast() {
             guard let source = table.kept(entry.displaced), canResume(entry, source, on: accessory, at: now) else {
                 continue

@@ -70,10 +70,7 @@ extension RoutingEngine {
         case .reclaim(let id):
             // As a free candidate of a worn, free accessory: claimed if free, routed (a ROUTE of the new epoch) while
             // the device plays.
-            guard let accessory = table.kept(id), table.accessories[accessory].view.isWorn,
-                table.accessories[accessory].routedSource == nil, table.sources[source].routedAccessory == nil,
-                table.accessories[accessory].view.sources.contains(table.sources[source].address),
-                table.sources[source].activity.isActive,
+            guard let accessory = table.kept(id), isFreeCandidate(source, of: accessory),
                 mayRoute(source, to: accessory, for: .candidate(.sourceActivated), into: &output)
             else { return }
             route(source, to: accessory, reason: .sourceActivated, at: now, into: &output)
@@ -83,8 +80,7 @@ extension RoutingEngine {
             if case .interruption(let caller) = pending.rule {
                 // Another slot has it: what else the calls displaced may come back.
                 endInterruption(on: accessory, by: caller, at: now, into: &output)
-            } else if pending.rule == .putOn || pending.rule.isCandidate,
-                table.accessories[accessory].view.isWorn, table.accessories[accessory].routedSource == nil,
+            } else if pending.rule == .putOn || pending.rule.isCandidate, isWornAndFree(accessory),
                 let other = bestCandidate(of: accessory, at: now, where: isFree),
                 mayRoute(other, to: accessory, for: .candidate(.sourceActivated), into: &output)
             {
@@ -111,18 +107,12 @@ extension RoutingEngine {
             if table.sources[source].activity.isActive, table.sources[source].routedAccessory == nil {
                 activate(source, at: now, into: &output)
             }
-        case .putOn, .candidate:
-            guard let accessory = table.kept(pending.accessory), table.accessories[accessory].view.isWorn,
-                table.accessories[accessory].routedSource == nil
-            else { return }
-            if case .candidate(let reason) = pending.rule {
-                guard table.sources[source].activity.isActive, isFree(source),
-                    table.accessories[accessory].view.sources.contains(table.sources[source].address)
-                else { return }
-                route(source, to: accessory, reason: reason, at: now, into: &output)
-            } else {
-                putOn(accessory, at: now, into: &output)
-            }
+        case .putOn:
+            guard let accessory = table.kept(pending.accessory), isWornAndFree(accessory) else { return }
+            putOn(accessory, at: now, into: &output)
+        case .candidate(let reason):
+            guard let accessory = table.kept(pending.accessory), isFreeCandidate(source, of: accessory) else { return }
+            route(source, to: accessory, reason: reason, at: now, into: &output)
         }
     }
 
