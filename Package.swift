@@ -85,13 +85,16 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // libmosquitto's reads of a session's socket, buffered: one read(2) for what has arrived rather than three or
+        // four a packet (its header explains how, and why it stands in front of read(2)).
+        .target(name: "CMosquittoReader", dependencies: ["CMosquitto"]),
         // glibc's malloc.h, for malloc_trim (the Glibc module does not export it).
         .systemLibrary(name: "CMalloc"),
         // An async MQTT 5 client over libmosquitto.
         .target(
             name: "MQTTClient",
             dependencies: [
-                "CMosquitto", .product(name: "Logging", package: "swift-log"),
+                "CMosquitto", "CMosquittoReader", .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ]

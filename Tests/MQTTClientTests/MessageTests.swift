@@ -254,6 +254,38 @@ struct MessageTests {
         // Each turn of the loop asks the handler twice (the poll's timeout, then whether a wake-up is due).
         #expect(turns / 2 < count / 4, "\(count) waiting messages took \(turns / 2) turns of the loop")
     }
+
+    /// The session's reader (CMosquittoReader) takes what the socket holds in one read(2), so when a turn ends at its
+    /// most packets (64) the rest may be in the reader and none in the socket: the loop must not wait for the socket
+    /// (or for the next idle turn, here 30 s away) to read them.
+    @Test func packetsTheReaderHoldsAfterATurnAreReadWithoutWaitingForTheSocket() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker) { $0.keepAlive = .seconds(120) }
+        let handler = TurnCountingHandler()
+        try subscriber.client.start(handler)
+        try await withTimeout(.seconds(10), "connecting") { try await subscriber.client.waitUntilConnected() }
+        try await subscriber.subscribe("batch/#")
+        try await subscriber.subscribe("b/#")
+        let publisher = try TestClient(broker)
+        try await publisher.connect()
+
+        // The first message holds the network thread; the others wait in its socket meanwhile: 80 packets of 10 or
+        // 11 bytes, which one read of the reader's 1 KiB takes at once.
+        let count = 80
+        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
+        try await withTimeout(.seconds(10), "the first message") { await handler.waitUntilHeld() }
+        for index in 0..<count {
+            try publisher.client.publish(MQTTMessage(topic: "b/\(index)", payload: [], qos: .atLeastOnce))
+        }
+        try await waitUntil("the batch in the subscriber's socket") {
+            socketReceiveQueues(toPort: broker.port).contains { $0 >= 800 }
+        }
+        _ = handler.release()
+        try await withTimeout(.seconds(10), "the messages past the turn's 64") {
+            await handler.waitForMessages(count + 1)
+        }
+        #expect(handler.topics == ["batch/first"] + (0..<count).map { "b/\($0)" })
+    }
 }
 
 /// Holds the network thread in the message on `batch/first` until released; counts the turns of the loop (through

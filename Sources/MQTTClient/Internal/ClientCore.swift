@@ -32,6 +32,8 @@ final class ClientCore: Sendable {
     let waiting = Atomic(0)
     /// While set, the session reads nothing past its CONNACK (``MQTTClient/holdReading()``).
     let readingHeld = Atomic(false)
+    /// Its socket's reads, buffered (``SocketReader``); `nil` with TLS.
+    let reader: SocketReader?
 
     /// - Parameter networkLoop: the loop that runs it (`nil`: a publishing session).
     init(
@@ -46,6 +48,7 @@ final class ClientCore: Sendable {
             policy: .init(
                 reconnectDelay: configuration.reconnectDelay, maximumReconnectDelay: configuration.maximumReconnectDelay))
         self.networkLoop = networkLoop
+        reader = configuration.tls == nil ? SocketReader() : nil
         let publishingCore = try publishing.map { configuration throws(MQTTError) in
             try ClientCore(configuration: configuration, networkLoop: nil, logger: logger)
         }

@@ -16,6 +16,7 @@ extension ClientCore {
                 // The gate may have refused the first attempt: libmosquitto learns the broker's address (and the
                 // CONNECT properties) from the first call that reaches it, and `mosquitto_reconnect` before it fails.
                 loop.connections += 1
+                reader?.drop()
                 let rc = first || !loop.addressGiven ? connectFirst() : mosquitto_reconnect(handle.pointer)
                 if rc != MosquittoLibrary.success {
                     perform(loop.machine.attemptFailed(MQTTError.library(rc), at: .now))

@@ -36,6 +36,9 @@
         var connections = 0
         /// How many packets libmosquitto handed to a callback: whether a read found one.
         var packetsHandled = 0
+        /// A receiving session's: its reader holds bytes and it may read them, as the last ``ClientCore/interest()``
+        /// found: its next turn reads without its socket being readable.
+        var readsHeldBytes = false
         /// The state machine said the session ends.
         var finished = false
         /// The loop corked its sockets for a batch of turns (``ClientCore/holdWritesOfTheTurns(_:)``).

@@ -136,6 +136,8 @@ final class PublishingLink {
         let (mayWait, inFlight) = acknowledgementsMayWait
         let interest = Poller.Interest(
             descriptor: socket, read: !mayWait, write: mosquitto_want_write(pointer), connection: core.loop.connections)
+        // What its reader holds is read at the start of the next turn (``readWhatArrived()``): that turn is due now.
+        if core.holdsBytes { return (interest, now) }
         return (interest, mayWait && inFlight ? now + Self.acknowledgementDelay : nil)
     }
 
@@ -172,7 +174,7 @@ final class PublishingLink {
             return
         }
         var rc = MosquittoLibrary.success
-        if !core.loop.machine.isConnected, !ready.isDisjoint(with: [.readable, .failed]),
+        if !core.loop.machine.isConnected, !ready.isDisjoint(with: [.readable, .failed]) || core.holdsBytes,
             let failed = core.readWaitingPackets(pointer)
         {
             rc = failed

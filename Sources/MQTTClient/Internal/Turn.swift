@@ -115,16 +115,22 @@ extension ClientCore {
         if let link = loop.link { idle = min(idle, link.core.configuration.idleTurn) }
         var due = now + idle
         var receiving: Poller.Interest?
+        loop.readsHeldBytes = false
         if !loop.finished {
             if let wait = loop.handler?.timeUntilWake() { due = min(due, now + wait) }
             if let deadline = loop.machine.nextDeadline { due = min(due, deadline) }
             let socket = mosquitto_socket(handle.pointer)
             if loop.machine.phase.hasConnection, socket >= 0 {
+                let reads = mayRead()
                 receiving = .init(
-                    descriptor: socket, read: mayRead(), write: mosquitto_want_write(handle.pointer),
+                    descriptor: socket, read: reads, write: mosquitto_want_write(handle.pointer),
                     connection: loop.connections)
                 // Paused, it reads a packet every half keep-alive (``mayRead()``).
                 if let pausedSince = loop.pausedSince { due = min(due, pausedSince + configuration.keepAlive / 2) }
+                // What its reader holds waits for no socket; it is read only when it may be (``mayRead()`` decides
+                // once here, as it does for the socket).
+                loop.readsHeldBytes = reads && holdsBytes
+                if loop.readsHeldBytes { due = now }
             }
         }
         var publishing: Poller.Interest?
@@ -136,6 +142,11 @@ extension ClientCore {
         }
         return (Sockets(receiving: receiving, publishing: publishing), due)
     }
+
+    /// Whether the session's reader holds bytes of its socket that libmosquitto has not read: a batch that ended on a
+    /// packet no callback saw (a PINGRESP), at its most packets or paused, left them there rather than in the socket,
+    /// and no wait of the loop would say they are there.
+    var holdsBytes: Bool { reader?.holdsBytes(of: handle.pointer) ?? false }
 
     /// Whether `descriptor` is still the socket of `session` (this one, or its publishing session): a closed socket's
     /// number may be another session's by now.
@@ -164,7 +175,9 @@ extension ClientCore {
     private func service(_ pointer: OpaquePointer, _ ready: Poller.Readiness) -> Int32 {
         guard mosquitto_socket(pointer) >= 0 else { return MosquittoLibrary.noConnection }
         // A closed or failed socket is reported (and read, to learn why) even while reading waits.
-        if !ready.isDisjoint(with: [.readable, .failed]),
+        let readsHeldBytes = loop.readsHeldBytes
+        loop.readsHeldBytes = false
+        if !ready.isDisjoint(with: [.readable, .failed]) || readsHeldBytes,
             let rc = readWaitingPackets(pointer, while: mayRead, link: loop.link)
         {
             return rc
@@ -206,7 +219,7 @@ extension ClientCore {
         for index in 0..<Self.packetsPerWakeup {
             if index > 0, !mayGoOn() { break }
             let handled = loop.packetsHandled
-            let rc = mosquitto_loop_read(pointer, 1)
+            let rc = reader?.loopRead(pointer) ?? mosquitto_loop_read(pointer, 1)
             guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
                 return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
             }
@@ -217,7 +230,7 @@ extension ClientCore {
             }
             if let rc = writeIfWanted(pointer) { return rc }
             link?.write()
-            if drained { break }
+            if drained, !holdsBytes { break }
         }
         return nil
     }
