@@ -115,6 +115,34 @@ struct MessageTests {
         #expect(received.allSatisfy { $0.qos == .atLeastOnce })
     }
 
+    /// Messages of every size around the session reader's 1 KiB (CMosquittoReader), sent at once so that reads take
+    /// several packets, a packet cut between two reads, or a payload too large for the reader (read straight into
+    /// libmosquitto's buffer): each arrives whole and in order.
+    @Test func messagesOfEverySizeArriveWholeAndInOrder() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        let publisher = try TestClient(broker)
+        try await subscriber.connect()
+        try await subscriber.subscribe("sizes/#", qos: .atLeastOnce)
+        try await publisher.connect()
+
+        let sizes = [0, 1, 2, 100, 126, 127, 128, 1000, 1010, 1023, 1024, 1025, 2047, 2048, 5000, 16_383, 16_384, 70_000]
+        // 648 messages, the sizes mixed, with topics of two lengths.
+        let order = (0..<2 * sizes.count * sizes.count).map { sizes[($0 * 7 + $0 / sizes.count) % sizes.count] }
+        func payload(_ index: Int, _ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) } }
+        for (index, size) in order.enumerated() {
+            let topic = index.isMultiple(of: 2) ? "sizes/\(index)" : "sizes/a/longer/topic/\(index)"
+            try publisher.client.publish(MQTTMessage(topic: topic, payload: payload(index, size), qos: .atLeastOnce))
+        }
+        let received = try await subscriber.inbox.waitForMessages(count: order.count, timeout: .seconds(60))
+        #expect(received.map(\.topic) == order.indices.map {
+            $0.isMultiple(of: 2) ? "sizes/\($0)" : "sizes/a/longer/topic/\($0)"
+        })
+        for (index, message) in received.enumerated() where message.payload != payload(index, order[index]) {
+            Issue.record("message \(index) (\(order[index]) bytes) arrived as \(message.payload.count) other bytes")
+        }
+    }
+
     @Test func noLocalSubscriptionDoesNotReceiveOwnMessages() async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)
