@@ -10,6 +10,8 @@
 enum { READER_CAPACITY = 1024 };
 
 struct cmosquitto_reader {
+    /// The session whose `cmosquitto_reader_loop_read` runs (NULL outside it).
+    struct mosquitto *mosq;
     /// The socket the held bytes came from (-1: none yet).
     int socket;
     /// bytes[start..<end] were read from `socket` and not handed to libmosquitto yet.
@@ -51,10 +53,14 @@ extern ssize_t __read(int descriptor, void *buffer, size_t count);
 
 /// read(2) for the process: the C library's, except on the current reader's socket during its
 /// `cmosquitto_reader_loop_read`, where what the reader holds is handed out first, and an empty reader takes what the
-/// socket has (up to READER_CAPACITY) in one call. Errors, end of file and errno are the C library's.
+/// socket has (up to READER_CAPACITY) in one call. Errors, end of file and errno are the C library's. The socket must
+/// still be the session's: once libmosquitto closed it (a callback of the same call may open a file that gets its
+/// number), its number is nobody's to the reader.
 ssize_t read(int descriptor, void *buffer, size_t count) {
     struct cmosquitto_reader *reader = current;
-    if (!reader || descriptor != reader->socket || count == 0) return __read(descriptor, buffer, count);
+    if (!reader || descriptor != reader->socket || count == 0 || descriptor != mosquitto_socket(reader->mosq)) {
+        return __read(descriptor, buffer, count);
+    }
     if (reader->start == reader->end) {
         if (count >= READER_CAPACITY) return __read(descriptor, buffer, count);
         if (!reader->bytes && !(reader->bytes = malloc(READER_CAPACITY))) return __read(descriptor, buffer, count);
@@ -78,9 +84,11 @@ int cmosquitto_reader_loop_read(struct cmosquitto_reader *reader, struct mosquit
     }
     // A callback of this read may read another session (a nested call): each restores the reader it found.
     struct cmosquitto_reader *outer = current;
+    reader->mosq = mosq;
     current = reader;
     int rc = mosquitto_loop_read(mosq, 1);
     current = outer;
+    reader->mosq = NULL;
     if (reader->start == reader->end) cmosquitto_reader_drop(reader);
     return rc;
 }
