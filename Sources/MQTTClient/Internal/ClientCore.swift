@@ -8,8 +8,9 @@ import Synchronization
 ///
 /// Where each concern lives: the handle and its options in MosquittoHandle.swift; libmosquitto's callbacks in
 /// Callbacks.swift; subscriptions in Subscriptions.swift; the connection's lifecycle in ``ConnectionStateMachine``, its
-/// actions run by Connecting.swift; the network thread's loop in NetworkLoop.swift; what waits to be published in
-/// Outbound.swift; a second, publishing session in PublishingSession.swift.
+/// actions run by Connecting.swift; the network thread's loop in NetworkLoop.swift, a session's turn in it in Turn.swift
+/// and its socket's reads in SocketReader.swift; what waits to be published in Outbound.swift; a second, publishing
+/// session in PublishingSession.swift.
 final class ClientCore: Sendable {
     let configuration: MQTTConfiguration
     let logger: Logger

@@ -196,8 +196,10 @@ extension ClientCore {
     /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
     /// with nobody reading that pair (this loop waits on its own pipe) the write fails with EAGAIN, so every QoS 1
     /// packet looked like the last. A read that handles nothing (no data, part of a packet, a PINGRESP) ends the
-    /// batch; the next wait tells whether more waits. At most ``packetsPerWakeup``, so that the other sessions,
-    /// the wake pipe and deadlines get their turn.
+    /// batch unless the session's ``SocketReader`` still holds bytes; the next wait tells whether more waits (and
+    /// ``interest()`` makes the session due at once for what the reader holds). At most ``packetsPerWakeup``, so
+    /// that the other sessions, the wake pipe and deadlines get their turn. Each read goes through the reader: one
+    /// read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
     /// own (writing later, after many packets, raised the tail). Once a second read
