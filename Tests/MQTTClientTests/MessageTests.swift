@@ -245,15 +245,8 @@ struct MessageTests {
     /// libmosquitto's write to its own wake-up socket pair left in `errno` after each PUBACK it queued, so every
     /// QoS 1 message cost a `poll`: 60 messages took 60 turns.)
     @Test func messagesWaitingInTheSocketAreReadInFewTurns() async throws {
-        let broker = try await MosquittoBroker()
-        let subscriber = try TestClient(broker)
-        let handler = TurnCountingHandler()
-        try subscriber.client.start(handler)
-        try await withTimeout(.seconds(10), "connecting") { try await subscriber.client.waitUntilConnected() }
-        try await subscriber.subscribe("batch/#")
-        try await subscriber.subscribe("warm/#")
-        let publisher = try TestClient(broker)
-        try await publisher.connect()
+        let held = try await HeldSubscriber(topics: ["batch/#", "warm/#"])
+        let (handler, publisher) = (held.handler, held.publisher)
         // libmosquitto's socket pair fills after a few hundred packets queued (one byte each, never read): only then
         // do its writes fail with EAGAIN, as in a bridge that has run a while.
         let warmUp = 1000
@@ -262,18 +255,11 @@ struct MessageTests {
         }
         try await withTimeout(.seconds(30), "the warm-up") { await handler.waitForMessages(warmUp) }
 
-        // The first message holds the network thread; the others wait in its socket meanwhile.
-        let count = 60
-        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
-        try await withTimeout(.seconds(10), "the first message") { await handler.waitUntilHeld() }
-        for index in 0..<count {
-            try publisher.client.publish(MQTTMessage(topic: "batch/\(index)", payload: [UInt8(index)], qos: .atLeastOnce))
-        }
         // All of them wait in the subscriber's socket: libmosquitto reads one packet at a time, and the held handler
         // keeps it from reading the next, so the kernel's receive queue holds them, 15 or 16 bytes each (950 in all).
-        try await waitUntil("the batch in the subscriber's socket") {
-            socketReceiveQueues(toPort: broker.port).contains { $0 >= 950 }
-        }
+        let count = 60
+        try await held.publishWhileHeld(
+            (0..<count).map { MQTTMessage(topic: "batch/\($0)", payload: [UInt8($0)], qos: .atLeastOnce) }, bytes: 950)
         let turnsBefore = handler.release()
         try await withTimeout(.seconds(10), "the waiting messages") { await handler.waitForMessages(warmUp + count + 1) }
 
@@ -287,32 +273,49 @@ struct MessageTests {
     /// most packets (64) the rest may be in the reader and none in the socket: the loop must not wait for the socket
     /// (or for the next idle turn, here 30 s away) to read them.
     @Test func packetsTheReaderHoldsAfterATurnAreReadWithoutWaitingForTheSocket() async throws {
-        let broker = try await MosquittoBroker()
-        let subscriber = try TestClient(broker) { $0.keepAlive = .seconds(120) }
-        let handler = TurnCountingHandler()
-        try subscriber.client.start(handler)
-        try await withTimeout(.seconds(10), "connecting") { try await subscriber.client.waitUntilConnected() }
-        try await subscriber.subscribe("batch/#")
-        try await subscriber.subscribe("b/#")
-        let publisher = try TestClient(broker)
-        try await publisher.connect()
-
-        // The first message holds the network thread; the others wait in its socket meanwhile: 80 packets of 10 or
-        // 11 bytes, which one read of the reader's 1 KiB takes at once.
+        let held = try await HeldSubscriber(topics: ["batch/#", "b/#"]) { $0.keepAlive = .seconds(120) }
+        let handler = held.handler
+        // 80 packets of 10 or 11 bytes, which one read of the reader's 1 KiB takes at once.
         let count = 80
-        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
-        try await withTimeout(.seconds(10), "the first message") { await handler.waitUntilHeld() }
-        for index in 0..<count {
-            try publisher.client.publish(MQTTMessage(topic: "b/\(index)", payload: [], qos: .atLeastOnce))
-        }
-        try await waitUntil("the batch in the subscriber's socket") {
-            socketReceiveQueues(toPort: broker.port).contains { $0 >= 800 }
-        }
+        try await held.publishWhileHeld(
+            (0..<count).map { MQTTMessage(topic: "b/\($0)", payload: [], qos: .atLeastOnce) }, bytes: 800)
         _ = handler.release()
         try await withTimeout(.seconds(10), "the messages past the turn's 64") {
             await handler.waitForMessages(count + 1)
         }
         #expect(handler.topics == ["batch/first"] + (0..<count).map { "b/\($0)" })
+    }
+}
+
+/// A subscriber whose ``TurnCountingHandler`` holds its network thread in the message on `batch/first`, subscribed to
+/// `topics` on a broker of its own, and a publisher connected to that broker.
+private struct HeldSubscriber {
+    let broker: MosquittoBroker
+    let subscriber: TestClient
+    let handler = TurnCountingHandler()
+    let publisher: TestClient
+
+    init(topics: [String], configure: (inout MQTTConfiguration) -> Void = { _ in }) async throws {
+        broker = try await MosquittoBroker()
+        subscriber = try TestClient(broker, configure: configure)
+        try subscriber.client.start(handler)
+        try await withTimeout(.seconds(10), "connecting") { [subscriber] in
+            try await subscriber.client.waitUntilConnected()
+        }
+        for topic in topics { try await subscriber.subscribe(topic) }
+        publisher = try TestClient(broker)
+        try await publisher.connect()
+    }
+
+    /// Publishes `batch/first`, which holds the subscriber's network thread, then `messages`, and returns once the
+    /// subscriber's socket holds `bytes` of them (waiting there while the thread is held).
+    func publishWhileHeld(_ messages: [MQTTMessage], bytes: Int) async throws {
+        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
+        try await withTimeout(.seconds(10), "the first message") { [handler] in await handler.waitUntilHeld() }
+        for message in messages { try publisher.client.publish(message) }
+        try await waitUntil("the batch in the subscriber's socket") { [broker] in
+            socketReceiveQueues(toPort: broker.port).contains { $0 >= bytes }
+        }
     }
 }
 
