@@ -366,19 +366,3 @@ private final class TurnCountingHandler: MQTTClientHandler {
         while state.withLock({ $0.topics.count }) < count { try? await Task.sleep(for: .milliseconds(5)) }
     }
 }
-
-/// The bytes waiting in the receive queue of each of this process's TCP connections to the loopback `port`, from
-/// `/proc/self/net/tcp` (Linux): a line's `rem_address` is `0100007F:<port in hex>`, its `tx_queue:rx_queue` in hex.
-func socketReceiveQueues(toPort port: Int) -> [Int] {
-    // Read to the end: a /proc file says it is empty, and a reader that trusts its size gets the first page only.
-    guard let handle = FileHandle(forReadingAtPath: "/proc/self/net/tcp") else { return [] }
-    defer { try? handle.close() }
-    guard let data = try? handle.readToEnd() else { return [] }
-    let table = String(decoding: data, as: UTF8.self)
-    let remote = String(format: "0100007F:%04X", port)
-    return table.split(separator: "\n").dropFirst().compactMap { line in
-        let fields = line.split(separator: " ")
-        guard fields.count > 4, fields[2] == remote else { return nil }
-        return fields[4].split(separator: ":").last.flatMap { Int($0, radix: 16) }
-    }
-}

@@ -197,6 +197,64 @@ struct PublishingSessionTests {
         }
     }
 
+    /// Publishes five messages, `out/<n>/0` to `out/<n>/4`, for each message received on `in/<n>`.
+    final class Fanout: MQTTClientHandler {
+        weak let client: MQTTClient?
+        let handled = Atomic(0)
+        let refused = Mutex<[MQTTError]>([])
+
+        init(_ client: MQTTClient) {
+            self.client = client
+        }
+
+        func received(_ message: MQTTMessage) {
+            for part in 0..<5 {
+                do {
+                    try client?.publish(
+                        MQTTMessage(topic: "out/\(message.topic.dropFirst("in/".count))/\(part)", payload: message.payload))
+                } catch {
+                    refused.withLock { $0.append(error) }
+                }
+            }
+            handled.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each would leave in a segment
+    /// of its own: what one packet made the handler publish is written corked, and leaves in one segment. The
+    /// publishing session is alone on its broker, so that every segment sent to that broker's port is its own.
+    @Test func whatOnePacketMakesTheHandlerPublishLeavesInOneSegment() async throws {
+        let inbound = try await MosquittoBroker()
+        let outbound = try await MosquittoBroker()
+        var receiving = MQTTConfiguration(clientID: "fanout-\(UUID().uuidString.prefix(8))")
+        receiving.host = inbound.host
+        receiving.port = inbound.port
+        // No PINGREQ while it is measured.
+        receiving.keepAlive = .seconds(600)
+        var publishing = receiving.publishingSession
+        publishing.port = outbound.port
+        let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
+        let fanout = Fanout(client)
+        try await closing(client) {
+            try client.subscribe("in/#", qos: .atLeastOnce)
+            try client.start(fanout)
+            try await inbound.waitForLog("\(receiving.clientID) 1 in/#", timeout: .seconds(10))
+            try await client.waitUntilConnected(timeout: .seconds(10))
+            let sender = try TestClient(inbound)
+            try await sender.connect()
+            for index in 0..<3 {
+                let before = try dataSegmentsSent(toPort: outbound.port)
+                try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
+                try await waitUntil("message \(index) handled and its five acknowledged") {
+                    fanout.handled.load(ordering: .relaxed) == index + 1 && client.messagesInFlight == 0
+                }
+                let sent = try dataSegmentsSent(toPort: outbound.port) - before
+                #expect(sent == 1, "message \(index): \(sent) segments for its five publications")
+            }
+            #expect(fanout.refused.withLock { $0 }.isEmpty)
+        }
+    }
+
     /// Another client takes the publishing connection's id: the broker drops it, and it comes back by itself.
     func takeThePublishingConnection(_ clientID: String, on broker: MosquittoBroker, from echo: Echo) async throws {
         let usurper = try await broker.startSubscriber(

@@ -95,5 +95,6 @@ extension ClientCore {
         guard rc == MosquittoLibrary.success || (rc == MosquittoLibrary.noConnection && message.qos != .atMostOnce)
         else { throw MQTTError.library(rc) }
         if message.qos != .atMostOnce { state.unacknowledged.insert(mid) }
+        publishedSinceWrite.add(1, ordering: .relaxed)
     }
 }

@@ -194,11 +194,6 @@ final class PublishingLink {
         core.perform(core.loop.machine.tick(at: .now))
     }
 
-    /// Corks or uncorks the session's socket (see ``ClientCore/holdWrites(_:on:)``).
-    func holdWrites(_ hold: Bool) {
-        ClientCore.holdWrites(hold, on: pointer)
-    }
-
     /// Writes what the handler just published (after each packet the receiving session read).
     func write() {
         guard connecting, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }

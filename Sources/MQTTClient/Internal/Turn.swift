@@ -202,17 +202,18 @@ extension ClientCore {
     /// read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
-    /// own (writing later, after many packets, raised the tail). Once a second read
-    /// has handed over a packet, the sockets are corked (``holdWrites(_:on:)``) until the batch ends: the kernel then
+    /// own (writing later, after many packets, raised the tail). Once a second packet has been read, or waits in the
+    /// reader after the first, the sockets are corked (``holdWrites(_:)``) until the batch ends: the kernel then
     /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
-    /// usual case at a steady pace, is not corked. (What each of these is worth: docs/performance-history.md, "The
-    /// read loop".)
+    /// usual case at a steady pace, is not corked, but what its packet made the handler publish leaves in one segment
+    /// when it is more than one message (``writeIfWanted(_:)``). (What each of these is worth:
+    /// docs/performance-history.md, "The read loop".)
     func readWaitingPackets(
         _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
     ) -> Int32? {
         func hold(_ on: Bool) {
-            Self.holdWrites(on, on: pointer)
-            link?.holdWrites(on)
+            holdWrites(on)
+            link?.core.holdWrites(on)
         }
         // Held already, for the loop's batch of turns.
         var holding = loop.writesHeld
@@ -226,7 +227,9 @@ extension ClientCore {
                 return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
             }
             let drained = loop.packetsHandled == handled
-            if index > 0, !drained, !holding {
+            // A second packet was read, or waits in the reader after the first: a batch, corked from here on (the
+            // first packet's publications then leave with the rest).
+            if !drained, !holding, index > 0 || holdsBytes {
                 holding = true
                 hold(true)
             }
@@ -241,24 +244,34 @@ extension ClientCore {
     /// other, what each writes leaves when all are done. A turn's own read loop then leaves them as they are.
     func holdWritesOfTheTurns(_ hold: Bool) {
         loop.writesHeld = hold
-        Self.holdWrites(hold, on: handle.pointer)
+        holdWrites(hold)
         if let link = loop.link {
             link.core.loop.writesHeld = hold
-            link.holdWrites(hold)
+            link.core.holdWrites(hold)
         }
     }
 
-    /// TCP_CORK on `pointer`'s socket (when it has one): while held, what is written waits in the kernel for a full
+    /// TCP_CORK on the session's socket (when it has one): while held, what is written waits in the kernel for a full
     /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
-    static func holdWrites(_ hold: Bool, on pointer: OpaquePointer) {
-        let socket = mosquitto_socket(pointer)
+    func holdWrites(_ hold: Bool) {
+        loop.corked = hold
+        let socket = mosquitto_socket(handle.pointer)
         guard socket >= 0 else { return }
         cmosquitto_cork(socket, hold)
     }
 
     /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
+    ///
+    /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each leaves in a segment of
+    /// its own: when more than one message was published since the last write (a report's command, state, view,
+    /// event and result), and no batch holds the socket corked already, it is corked while they are written, and
+    /// they leave in one segment. One message, or only libmosquitto's own acknowledgements (what a receiving session
+    /// with a publishing session writes), are written as they are: two `setsockopt` calls would buy nothing.
     func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
+        let gather = publishedSinceWrite.exchange(0, ordering: .relaxed) > 1 && !loop.corked
+        if gather { holdWrites(true) }
+        defer { if gather { holdWrites(false) } }
         let rc = mosquitto_loop_write(pointer, 1)
         guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
             return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
