@@ -31,7 +31,7 @@ final class ClientCore: Sendable {
     /// A publishing session's: how many messages `state.pending` holds, read by its receiving session before each
     /// packet without taking the lock.
     let waiting = Atomic(0)
-    /// How many messages were handed to libmosquitto since it last wrote (``writeIfWanted(_:)``): more than one
+    /// How many messages were handed to libmosquitto since it last wrote (``writeIfWanted(_:gathering:)``): more than one
     /// leave in one segment.
     let publishedSinceWrite = Atomic(0)
     /// While set, the session reads nothing past its CONNACK (``MQTTClient/holdReading()``).

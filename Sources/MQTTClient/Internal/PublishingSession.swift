@@ -194,9 +194,11 @@ final class PublishingLink {
         core.perform(core.loop.machine.tick(at: .now))
     }
 
-    /// Writes what the handler just published (after each packet the receiving session read).
-    func write() {
-        guard connecting, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer) else { return }
+    /// Writes what the handler just published (after each packet the receiving session read), in one segment when
+    /// `gathering` (``ClientCore/writeIfWanted(_:gathering:)``).
+    func write(gathering: Bool) {
+        guard connecting, mosquitto_socket(pointer) >= 0, let rc = core.writeIfWanted(pointer, gathering: gathering)
+        else { return }
         ended(rc)
     }
 

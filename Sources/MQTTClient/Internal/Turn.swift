@@ -202,12 +202,13 @@ extension ClientCore {
     /// read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
-    /// own (writing later, after many packets, raised the tail). Once a second packet has been read, or waits in the
-    /// reader after the first, the sockets are corked (``holdWrites(_:)``) until the batch ends: the kernel then
+    /// own (writing later, after many packets, raised the tail). Once a second read
+    /// has handed over a packet, the sockets are corked (``holdWrites(_:)``) until the batch ends: the kernel then
     /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
     /// usual case at a steady pace, is not corked, but what its packet made the handler publish leaves in one segment
-    /// when it is more than one message (``writeIfWanted(_:)``). (What each of these is worth:
-    /// docs/performance-history.md, "The read loop".)
+    /// when it is more than one message (``writeIfWanted(_:gathering:)``). A batch's first packet is written as it
+    /// comes: corked with the rest, it waited for the batch's end while the broker, on the other core, had nothing
+    /// to do, and a burst's tail grew. (What each of these is worth: docs/performance-history.md, "The read loop".)
     func readWaitingPackets(
         _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
     ) -> Int32? {
@@ -227,14 +228,15 @@ extension ClientCore {
                 return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
             }
             let drained = loop.packetsHandled == handled
-            // A second packet was read, or waits in the reader after the first: a batch, corked from here on (the
-            // first packet's publications then leave with the rest).
-            if !drained, !holding, index > 0 || holdsBytes {
+            if index > 0, !drained, !holding {
                 holding = true
                 hold(true)
             }
-            if let rc = writeIfWanted(pointer) { return rc }
-            link?.write()
+            // Alone (nothing more in the reader, no batch corked): what the packet made the handler publish leaves in
+            // one segment. A batch's first packet is written as it comes, and what follows it corked.
+            let alone = !holding && !holdsBytes
+            if let rc = writeIfWanted(pointer, gathering: alone) { return rc }
+            link?.write(gathering: alone)
             if drained, !holdsBytes { break }
         }
         return nil
@@ -263,13 +265,16 @@ extension ClientCore {
     /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
     ///
     /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each leaves in a segment of
-    /// its own: when more than one message was published since the last write (a report's command, state, view,
-    /// event and result), and no batch holds the socket corked already, it is corked while they are written, and
-    /// they leave in one segment. One message, or only libmosquitto's own acknowledgements (what a receiving session
-    /// with a publishing session writes), are written as they are: two `setsockopt` calls would buy nothing.
-    func writeIfWanted(_ pointer: OpaquePointer) -> Int32? {
+    /// its own. `gathering`, when more than one message was published since the last write (a report's command,
+    /// state, view, event and result) and no batch holds the socket corked already, corks it while they are
+    /// written: they leave in one segment. One message, or only libmosquitto's own acknowledgements (what a
+    /// receiving session with a publishing session writes), are written as they are: two `setsockopt` calls would
+    /// buy nothing. The read loop does not gather a batch's first packet: under a flood that cost more calls than
+    /// it saved segments (docs/performance-history.md, "The read loop").
+    func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
-        let gather = publishedSinceWrite.exchange(0, ordering: .relaxed) > 1 && !loop.corked
+        let published = publishedSinceWrite.exchange(0, ordering: .relaxed)
+        let gather = gathering && published > 1 && !loop.corked
         if gather { holdWrites(true) }
         defer { if gather { holdWrites(false) } }
         let rc = mosquitto_loop_write(pointer, 1)
