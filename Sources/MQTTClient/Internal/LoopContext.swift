@@ -43,9 +43,6 @@
         var finished = false
         /// The loop corked its sockets for a batch of turns (``ClientCore/holdWritesOfTheTurns(_:)``).
         var writesHeld = false
-        /// Its socket is corked (``ClientCore/holdWrites(_:)``): for the loop's batch of turns, a read loop's batch or
-        /// the messages of one write.
-        var corked = false
         /// In its turn (``ClientCore/turn(_:)``; a publishing session: in its receiving session's): what the handler
         /// publishes is written before the turn ends.
         var turning = false

@@ -256,7 +256,6 @@ extension ClientCore {
     /// TCP_CORK on the session's socket (when it has one): while held, what is written waits in the kernel for a full
     /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
     func holdWrites(_ hold: Bool) {
-        loop.corked = hold
         let socket = mosquitto_socket(handle.pointer)
         guard socket >= 0 else { return }
         cmosquitto_cork(socket, hold)
@@ -266,7 +265,8 @@ extension ClientCore {
     ///
     /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each leaves in a segment of
     /// its own. `gathering`, when more than one message was published since the last write (a report's command,
-    /// state, view, event and result) and no batch holds the socket corked already, corks it while they are
+    /// state, view, event and result) and the loop's batch of turns does not hold the socket corked already (the read
+    /// loop passes `false` while its own batch does), corks it while they are
     /// written: they leave in one segment. One message, or only libmosquitto's own acknowledgements (what a
     /// receiving session with a publishing session writes), are written as they are: two `setsockopt` calls would
     /// buy nothing. The read loop does not gather a batch's first packet: under a flood that cost more calls than
@@ -274,7 +274,7 @@ extension ClientCore {
     func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
         let published = publishedSinceWrite.exchange(0, ordering: .relaxed)
-        let gather = gathering && published > 1 && !loop.corked
+        let gather = gathering && published > 1 && !loop.writesHeld
         if gather { holdWrites(true) }
         defer { if gather { holdWrites(false) } }
         let rc = mosquitto_loop_write(pointer, 1)
