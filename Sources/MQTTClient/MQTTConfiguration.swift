@@ -39,6 +39,11 @@ public struct MQTTConfiguration: Sendable {
         set { idleTurnSet = newValue }
     }
     private var idleTurnSet: Duration?
+    /// How long acknowledgements may wait for a turn of the network thread rather than have one of their own: those
+    /// the broker sends a publishing session, read in its receiving session's next turn, and those a receiving session
+    /// with a publishing session sends the broker (docs/performance-history.md, "Acknowledgements in the next turn").
+    /// Not public: tests lengthen it, to see what waits.
+    var acknowledgementDelay: Duration = .milliseconds(5)
     public var username: String?
     public var password: String?
     public var tls: TLS?

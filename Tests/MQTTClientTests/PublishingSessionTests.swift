@@ -220,17 +220,20 @@ struct PublishingSessionTests {
         }
     }
 
-    /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each would leave in a segment
-    /// of its own: what one packet made the handler publish is written corked, and leaves in one segment. The
-    /// publishing session is alone on its broker, so that every segment sent to that broker's port is its own.
-    @Test func whatOnePacketMakesTheHandlerPublishLeavesInOneSegment() async throws {
+    /// A client with a publishing session, each session alone on a broker of its own (every segment sent to a
+    /// broker's port is that session's, but for a sender this process connects), handling with ``Fanout``, no PINGREQ
+    /// while it runs; `configure` changes the receiving session's configuration first.
+    func withFanoutOnTwoBrokers(
+        _ name: String, configure: (inout MQTTConfiguration) -> Void = { _ in },
+        _ body: (_ inbound: MosquittoBroker, _ outbound: MosquittoBroker, _ fanout: Fanout) async throws -> Void
+    ) async throws {
         let inbound = try await MosquittoBroker()
         let outbound = try await MosquittoBroker()
-        var receiving = MQTTConfiguration(clientID: "fanout-\(UUID().uuidString.prefix(8))")
+        var receiving = MQTTConfiguration(clientID: "\(name)-\(UUID().uuidString.prefix(8))")
         receiving.host = inbound.host
         receiving.port = inbound.port
-        // No PINGREQ while it is measured.
         receiving.keepAlive = .seconds(600)
+        configure(&receiving)
         var publishing = receiving.publishingSession
         publishing.port = outbound.port
         let client = try MQTTClient(configuration: receiving, publishingSession: publishing, logger: testLogger)
@@ -240,18 +243,67 @@ struct PublishingSessionTests {
             try client.start(fanout)
             try await inbound.waitForLog("\(receiving.clientID) 1 in/#", timeout: .seconds(10))
             try await client.waitUntilConnected(timeout: .seconds(10))
+            try await body(inbound, outbound, fanout)
+            #expect(fanout.refused.withLock { $0 }.isEmpty)
+        }
+    }
+
+    /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each would leave in a segment
+    /// of its own: what one packet made the handler publish is written corked, and leaves in one segment.
+    @Test func whatOnePacketMakesTheHandlerPublishLeavesInOneSegment() async throws {
+        try await withFanoutOnTwoBrokers("fanout") { inbound, outbound, fanout in
             let sender = try TestClient(inbound)
             try await sender.connect()
             for index in 0..<3 {
                 let before = try dataSegmentsSent(toPort: outbound.port)
                 try sender.client.publish(MQTTMessage(topic: "in/\(index)", payload: Array("\(index)".utf8)))
                 try await waitUntil("message \(index) handled and its five acknowledged") {
-                    fanout.handled.load(ordering: .relaxed) == index + 1 && client.messagesInFlight == 0
+                    fanout.handled.load(ordering: .relaxed) == index + 1 && fanout.client?.messagesInFlight == 0
                 }
                 let sent = try dataSegmentsSent(toPort: outbound.port) - before
                 #expect(sent == 1, "message \(index): \(sent) segments for its five publications")
             }
-            #expect(fanout.refused.withLock { $0 }.isEmpty)
+        }
+    }
+
+    /// A receiving session with a publishing session lets its acknowledgements wait (``ClientCore/writesWait()``):
+    /// those of messages that came one at a time are not written as each is handled, but together once
+    /// ``ClientCore/acknowledgementsPerWrite`` messages were, in one segment. Each message comes from a mosquitto_pub
+    /// of its own, so that the receiving session's connection is this process's only one to its broker.
+    @Test func theReceivingSessionsAcknowledgementsWaitAndLeaveTogether() async throws {
+        try await withFanoutOnTwoBrokers("acks", configure: { $0.acknowledgementDelay = .seconds(600) }) {
+            inbound, _, fanout in
+            let before = try dataSegmentsSent(toPort: inbound.port)
+            let count = ClientCore.acknowledgementsPerWrite
+            for index in 0..<count {
+                if index == count - 1 {
+                    #expect(try dataSegmentsSent(toPort: inbound.port) == before, "\(index) acknowledgements waited")
+                }
+                try await inbound.publish(topic: "in/\(index)", message: "\(index)", qos: 1)
+                try await waitUntil("message \(index) handled") { fanout.handled.load(ordering: .relaxed) == index + 1 }
+            }
+            try await waitUntil("the acknowledgements written") {
+                (try? dataSegmentsSent(toPort: inbound.port)) != before
+            }
+            let sent = try dataSegmentsSent(toPort: inbound.port) - before
+            #expect(sent == 1, "\(sent) segments for \(count) acknowledgements")
+        }
+    }
+
+    /// What waits is written once ``MQTTConfiguration/acknowledgementDelay`` has passed, with nothing else arriving:
+    /// the waiting session's turn comes of its due time, not of a packet.
+    @Test func aReceivingSessionsAcknowledgementIsWrittenOnceItsDelayPassed() async throws {
+        try await withFanoutOnTwoBrokers("ack", configure: {
+            $0.acknowledgementDelay = .milliseconds(300)
+            // No idle turn would write it in time instead.
+            $0.idleTurn = .seconds(600)
+        }) { inbound, _, fanout in
+            let before = try dataSegmentsSent(toPort: inbound.port)
+            try await inbound.publish(topic: "in/0", message: "0", qos: 1)
+            try await waitUntil("the message handled") { fanout.handled.load(ordering: .relaxed) == 1 }
+            try await waitUntil("its acknowledgement written", timeout: .seconds(10)) {
+                (try? dataSegmentsSent(toPort: inbound.port)) == before + 1
+            }
         }
     }
 

@@ -31,6 +31,7 @@ extension ClientCore {
         mosquitto_message_v5_callback_set(pointer) { _, userdata, message, properties in
             guard let message else { return }
             let core = ClientCore.forPacket(userdata)
+            if message.pointee.qos > 0 { core.loop.acknowledgementsOwed &+= 1 }
             core.finishConnecting()
             core.received(message.pointee, properties)
         }

@@ -36,6 +36,11 @@
         var connections = 0
         /// How many packets libmosquitto handed to a callback: whether a read found one.
         var packetsHandled = 0
+        /// How many messages of QoS 1 or 2 were received since the session last wrote: libmosquitto acknowledges each.
+        var acknowledgementsOwed = 0
+        /// A receiving session's with a publishing session: since when what it has to write has waited
+        /// (``ClientCore/writesWait()``).
+        var writesWaitSince: ContinuousClock.Instant?
         /// A receiving session's: its reader holds bytes and it may read them, as the last ``ClientCore/interest()``
         /// found: its next turn reads without its socket being readable.
         var readsHeldBytes = false

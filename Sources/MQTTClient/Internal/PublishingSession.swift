@@ -125,9 +125,6 @@ final class PublishingLink {
         core.perform(core.loop.machine.start())
     }
 
-    /// How long acknowledgements may wait for a turn (``acknowledgementsMayWait``).
-    static let acknowledgementDelay = Duration.milliseconds(5)
-
     /// What the session's socket waits for, while the connection is open or being made, and when its next turn is due
     /// for what the broker sent meanwhile.
     func interest(at now: ContinuousClock.Instant) -> (socket: Poller.Interest?, due: ContinuousClock.Instant?) {
@@ -138,16 +135,16 @@ final class PublishingLink {
             descriptor: socket, read: !mayWait, write: mosquitto_want_write(pointer), connection: core.loop.connections)
         // What its reader holds is read at the start of the next turn (``readWhatArrived()``): that turn is due now.
         if core.holdsBytes { return (interest, now) }
-        return (interest, mayWait && inFlight ? now + Self.acknowledgementDelay : nil)
+        return (interest, mayWait && inFlight ? now + core.configuration.acknowledgementDelay : nil)
     }
 
     /// Whether what the broker sends this session (acknowledgements, mostly) may wait for the receiving session's next
     /// turn rather than wake the loop, and whether anything is in flight. They may while the connection is up and
     /// running, with less than half the send window in flight and nothing waiting for room in it: a report's
     /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and
-    /// at the latest ``acknowledgementDelay`` after the last turn. Connecting, draining, stopping, and a window half
-    /// full read at once; a socket the broker closed, or that failed, wakes the loop whatever it waits for. (What it
-    /// is worth: docs/performance-history.md, "Acknowledgements in the next turn".)
+    /// at the latest ``MQTTConfiguration/acknowledgementDelay`` after the last turn. Connecting, draining, stopping,
+    /// and a window half full read at once; a socket the broker closed, or that failed, wakes the loop whatever it
+    /// waits for. (What it is worth: docs/performance-history.md, "Acknowledgements in the next turn".)
     private var acknowledgementsMayWait: (Bool, inFlight: Bool) {
         let machine = core.loop.machine
         guard !stopping, machine.isConnected, !machine.draining, !machine.stopRequested else { return (false, false) }

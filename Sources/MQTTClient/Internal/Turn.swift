@@ -122,8 +122,12 @@ extension ClientCore {
             let socket = mosquitto_socket(handle.pointer)
             if loop.machine.phase.hasConnection, socket >= 0 {
                 let reads = mayRead()
+                // What waits to be written (``writesWait()``) waits for no socket, but for its time.
+                let wantsWrite = mosquitto_want_write(handle.pointer)
+                if !wantsWrite || !loop.machine.isConnected { loop.writesWaitSince = nil }
+                if let since = loop.writesWaitSince { due = min(due, since + configuration.acknowledgementDelay) }
                 receiving = .init(
-                    descriptor: socket, read: reads, write: mosquitto_want_write(handle.pointer),
+                    descriptor: socket, read: reads, write: wantsWrite && loop.writesWaitSince == nil,
                     connection: loop.connections)
                 // Paused, it reads a packet every half keep-alive (``mayRead()``).
                 if let pausedSince = loop.pausedSince { due = min(due, pausedSince + configuration.keepAlive / 2) }
@@ -253,6 +257,31 @@ extension ClientCore {
         }
     }
 
+    /// The most acknowledgements a receiving session lets wait (``writesWait()``): half the
+    /// window mosquitto keeps towards a client by default (its `max_inflight_messages`, 20), so that a broker
+    /// configured so never waits for an acknowledgement that waits.
+    static let acknowledgementsPerWrite = 10
+
+    /// Whether what a receiving session with a publishing session has to write waits: that is the acknowledgements
+    /// of what it received (it publishes through the other session), and now and then a ping or a subscription. It
+    /// waits while the connection is up and running (not stopping or draining), for at most
+    /// ``MQTTConfiguration/acknowledgementDelay`` and while fewer than ``acknowledgementsPerWrite`` are owed, its
+    /// socket watched for nothing but reading: at a steady pace a report's acknowledgement then leaves with the next
+    /// ones rather than in a TCP segment of its own. The message was handled before it is acknowledged, and its
+    /// publications are written first: a connection lost meanwhile gets it again, a duplicate to the handler
+    /// (docs/performance-history.md, "Acknowledgements in the next turn").
+    func writesWait() -> Bool {
+        guard loop.link != nil, loop.machine.isConnected, !loop.machine.draining, !loop.machine.stopRequested,
+            loop.acknowledgementsOwed < Self.acknowledgementsPerWrite
+        else { return false }
+        let now = ContinuousClock.now
+        guard let since = loop.writesWaitSince else {
+            loop.writesWaitSince = now
+            return true
+        }
+        return now - since < configuration.acknowledgementDelay
+    }
+
     /// TCP_CORK on the session's socket (when it has one): while held, what is written waits in the kernel for a full
     /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
     func holdWrites(_ hold: Bool) {
@@ -265,16 +294,20 @@ extension ClientCore {
     ///
     /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each leaves in a segment of
     /// its own. `gathering`, when more than one message was published since the last write (a report's command,
-    /// state, view, event and result) and the loop's batch of turns does not hold the socket corked already (the read
-    /// loop passes `false` while its own batch does), corks it while they are
-    /// written: they leave in one segment. One message, or only libmosquitto's own acknowledgements (what a
-    /// receiving session with a publishing session writes), are written as they are: two `setsockopt` calls would
-    /// buy nothing. The read loop does not gather a batch's first packet: under a flood that cost more calls than
-    /// it saved segments (docs/performance-history.md, "The read loop").
+    /// state, view, event and result) or more than one message's acknowledgement waits (``writesWait()``), and
+    /// the loop's batch of turns does not hold the socket corked already (the read loop passes `false` while its own
+    /// batch does), corks it while they are written: they leave in one segment. One message or one acknowledgement
+    /// is written as it is: two `setsockopt` calls would buy nothing. The read loop does not gather a batch's first
+    /// packet: under a flood that cost more calls than it saved segments (docs/performance-history.md, "The read
+    /// loop").
     func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
+        if writesWait() { return nil }
         let published = publishedSinceWrite.exchange(0, ordering: .relaxed)
-        let gather = gathering && published > 1 && !loop.writesHeld
+        let acknowledgements = loop.acknowledgementsOwed
+        loop.acknowledgementsOwed = 0
+        loop.writesWaitSince = nil
+        let gather = gathering && (published > 1 || acknowledgements > 1) && !loop.writesHeld
         if gather { holdWrites(true) }
         defer { if gather { holdWrites(false) } }
         let rc = mosquitto_loop_write(pointer, 1)
