@@ -210,9 +210,10 @@ extension ClientCore {
     /// has handed over a packet, the sockets are corked (``holdWrites(_:)``) until the batch ends: the kernel then
     /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
     /// usual case at a steady pace, is not corked, but what its packet made the handler publish leaves in one segment
-    /// when it is more than one message (``writeIfWanted(_:gathering:)``). A batch's first packet is written as it
-    /// comes: corked with the rest, it waited for the batch's end while the broker, on the other core, had nothing
-    /// to do, and a burst's tail grew. (What each of these is worth: docs/performance-history.md, "The read loop".)
+    /// when it is more than one message (``writeIfWanted(_:gathering:)``), and so does a batch's first packet's: it
+    /// leaves at once, before the next is read. Corked with the rest of its batch, it waited for the batch's end
+    /// while the broker, on the other core, had nothing to do, and a burst's tail grew. (What each of these is
+    /// worth: docs/performance-history.md, "The read loop".)
     func readWaitingPackets(
         _ pointer: OpaquePointer, while mayGoOn: () -> Bool = { true }, link: PublishingLink? = nil
     ) -> Int32? {
@@ -236,11 +237,11 @@ extension ClientCore {
                 holding = true
                 hold(true)
             }
-            // Alone (nothing more in the reader, no batch corked): what the packet made the handler publish leaves in
-            // one segment. A batch's first packet is written as it comes, and what follows it corked.
-            let alone = !holding && !holdsBytes
-            if let rc = writeIfWanted(pointer, gathering: alone) { return rc }
-            link?.write(gathering: alone)
+            // Outside a corked batch (a packet alone, or a batch's first): what the packet made the handler publish
+            // leaves at once, in one segment. What follows a batch's first packet is corked with the batch.
+            let gathering = !holding
+            if let rc = writeIfWanted(pointer, gathering: gathering) { return rc }
+            link?.write(gathering: gathering)
             if drained, !holdsBytes { break }
         }
         return nil
@@ -297,9 +298,8 @@ extension ClientCore {
     /// state, view, event and result) or more than one message's acknowledgement waits (``writesWait()``), and
     /// the loop's batch of turns does not hold the socket corked already (the read loop passes `false` while its own
     /// batch does), corks it while they are written: they leave in one segment. One message or one acknowledgement
-    /// is written as it is: two `setsockopt` calls would buy nothing. The read loop does not gather a batch's first
-    /// packet: under a flood that cost more calls than it saved segments (docs/performance-history.md, "The read
-    /// loop").
+    /// is written as it is: two `setsockopt` calls would buy nothing. The read loop gathers a packet outside a corked
+    /// batch (alone, or a batch's first), never one inside it (docs/performance-history.md, "The read loop").
     func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
         guard mosquitto_want_write(pointer) else { return nil }
         if writesWait() { return nil }
