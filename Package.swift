@@ -149,7 +149,7 @@ let package = Package(
         .executableTarget(
             name: "accessory-bridge",
             dependencies: [
-                "AccessoryBridge", "AccessoryModel", "BridgeCluster", "BridgeHTTP", "Etcd", "MQTTClient",
+                "AccessoryBridge", "AccessoryModel", "AccessoryWire", "BridgeCluster", "BridgeHTTP", "Etcd", "MQTTClient",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

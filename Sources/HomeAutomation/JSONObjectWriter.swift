@@ -1,3 +1,5 @@
+import AccessoryWire
+
 /// Writes one flat JSON object, field by field, straight into bytes: the views and events published on every state
 /// change and command (Foundation's `JSONSerialization` cost several times the rest of handling a message). The caller
 /// writes keys in sorted order, so the output is stable. ``document(_:)`` writes the nested discovery configs.
@@ -47,27 +49,7 @@ struct JSONObjectWriter {
     }
 
     private mutating func string(_ value: String) {
-        Self.append(string: value, to: &bytes)
-    }
-
-    /// A JSON string: `"` and `\` escaped, control characters as `\u00XX` (RFC 8259 §7); the rest as UTF-8.
-    static func append(string value: String, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(byte)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
-            default:
-                bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        JSONString.append(value, to: &bytes)
     }
 
     /// Compact JSON of a document made of `[String: Any]` (keys sorted, so the same document always gives the same
@@ -85,7 +67,7 @@ struct JSONObjectWriter {
     private static func append(_ value: Any, to bytes: inout [UInt8]) {
         switch value {
         case let string as String:
-            append(string: string, to: &bytes)
+            JSONString.append(string, to: &bytes)
         case let flag as Bool:
             bytes.append(contentsOf: (flag ? "true" : "false").utf8)
         case let number as Int:
@@ -94,7 +76,7 @@ struct JSONObjectWriter {
             bytes.append(UInt8(ascii: "{"))
             for (index, key) in object.keys.sorted().enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                append(string: key, to: &bytes)
+                JSONString.append(key, to: &bytes)
                 bytes.append(UInt8(ascii: ":"))
                 append(object[key]!, to: &bytes)
             }

@@ -1,7 +1,13 @@
+import AccessoryWire
 import Foundation
 import Logging
 
-/// Writes one JSON object per line to standard error: `{"time":…,"level":…,"label":…,"message":…, metadata…}`.
+/// Writes one JSON object per line to standard error: `{"time":…,"level":…,"label":…,"message":…, metadata…}`, its
+/// keys sorted, every value a string.
+///
+/// Written by hand: a member taking up a thousand slots logs a few lines for each, and Foundation's
+/// `ISO8601DateFormatter` (made for every line) and `JSONSerialization` with sorted keys took half its CPU while it did
+/// (docs/performance-history.md, "A log line's cost").
 struct JSONLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level = .info
@@ -16,26 +22,77 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    /// RFC 3339 with milliseconds, in UTC: `2026-11-26T10:42:54.123Z`.
-    static var timeFormat: ISO8601DateFormatter {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
+    func log(event: LogEvent) {
+        var line = Self.line(
+            time: Self.now(), level: event.level, label: label, message: "\(event.message)",
+            metadata: metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }))
+        line.append(0x0A)
+        FileHandle.standardError.write(Data(line))
     }
 
-    func log(event: LogEvent) {
-        var object: [String: Any] = [
-            // Milliseconds: a takeover or a handover is measured in them.
-            "time": Self.timeFormat.string(from: Date()),
-            "level": event.level.rawValue,
-            "label": label,
-            "message": "\(event.message)",
+    /// The line's JSON object (without its newline): the four fields and the metadata's, keys sorted (a metadata key
+    /// named like one of the four is left out).
+    static func line(
+        time: timespec, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata
+    ) -> [UInt8] {
+        var timeBytes: [UInt8] = []
+        appendTime(time, to: &timeBytes)
+        var fields: [(key: String, value: String)] = [
+            ("label", label), ("level", level.rawValue), ("message", message),
+            ("time", String(decoding: timeBytes, as: UTF8.self)),
         ]
-        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
-            object[key] = "\(value)"
+        for (key, value) in metadata where !["label", "level", "message", "time"].contains(key) {
+            fields.append((key, "\(value)"))
         }
-        guard var line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        line.append(0x0A)
-        FileHandle.standardError.write(line)
+        fields.sort { $0.key < $1.key }
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        bytes.reserveCapacity(256)
+        for field in fields {
+            if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+            JSONString.append(field.key, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            JSONString.append(field.value, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// The wall clock's time now.
+    static func now() -> timespec {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return time
+    }
+
+    /// RFC 3339 with milliseconds, in UTC: `2026-11-26T10:42:54.123Z` (milliseconds: a takeover or a handover is
+    /// measured in them).
+    static func appendTime(_ time: timespec, to bytes: inout [UInt8]) {
+        var seconds = time.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(Int(parts.tm_year) + 1900, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(time.tv_nsec / 1_000_000, 3)
+        bytes.append(UInt8(ascii: "Z"))
     }
 }
