@@ -163,14 +163,24 @@ public final class ClusterService: Service {
                     "etcd": "\(service.configuration.endpoint)",
                 ])
             await perform(machine.start(at: .now))
+            showState()
             for await event in events {
                 await perform(handle(event))
-                service.health.withLock { $0.reasons = machine.notReadyBecause }
-                service.metrics.slotsOwned.record(machine.servingCount)
-                service.metrics.members.record(machine.members.count)
+                // Once a tick rather than after every event: it walks every slot, and a member taking up a thousand
+                // slots handles a few thousand events meanwhile.
+                if case .tick = event { showState() }
                 if finished { break }
             }
+            showState()
             watcher?.cancel()
+        }
+
+        /// What the member serves, and why not more, for `/health/ready` and the metrics: at most a tick
+        /// (``ClusterService/tickInterval``) late.
+        private func showState() {
+            service.health.withLock { $0.reasons = machine.notReadyBecause }
+            service.metrics.slotsOwned.record(machine.servingCount)
+            service.metrics.members.record(machine.members.count)
         }
 
         private mutating func handle(_ event: Event) -> [ClusterStateMachine.Action] {
