@@ -131,7 +131,7 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	$(E2E_CBUILD)
 
 ## bench-cluster: the cluster (docs/scale-out.md), release bridges on one mosquitto and etcd: the same load (HUBS 12
-## hubs x ACCESSORIES 100, RATE 3000 reports/s, a DURATION 20 s window) through 1, 2 and 3 members and one member of 64 and 256 slots (SHAPES), ROUNDS (3) times (the members' and the broker's CPU per report, the median of the rounds' ratios: no fan-out), failover gaps over KILLS (20) kills,
+## hubs x ACCESSORIES 100, RATE 3000 reports/s, a DURATION 20 s window) through 1, 2 and 3 members and one member of 64 and 256 slots (SHAPES), ROUNDS (3) times (the members' and the broker's CPU per report, the median of the rounds' ratios: no fan-out), failover gaps over KILLS (20) kills of a member of three with FAILOVER_SLOTS (12) slots,
 ## and a SIGKILLed member's slots rebuilt at REBUILD_ACCESSORIES (1,000,000; 0 skips it; about 15 minutes) accessories
 ## (scripts/bench-cluster.sh).
 .PHONY: bench-cluster
@@ -141,7 +141,8 @@ bench-cluster: deps hub-sdk .build-e2e/loadgen
 	    $(if $(filter command line,$(origin ACCESSORIES)),ACCESSORIES=$(ACCESSORIES)) \
 	    $(if $(filter command line,$(origin RATE)),RATE=$(RATE)) \
 	    $(if $(filter command line,$(origin DURATION)),DURATION=$(DURATION)) \
-	    $(if $(filter command line,$(origin SHAPES)),SHAPES="$(SHAPES)") scripts/bench-cluster.sh
+	    $(if $(filter command line,$(origin SHAPES)),SHAPES="$(SHAPES)") \
+	    $(if $(filter command line,$(origin FAILOVER_SLOTS)),FAILOVER_SLOTS=$(FAILOVER_SLOTS)) scripts/bench-cluster.sh
 
 ## bench-head-tracking: head tracking's figures (scripts/bench-head-tracking.sh): telemetry (1,000 reports/s) alone and
 ## while 200 accessories stream 100 frames/s each through the same mosquitto (telemetry p99, the bridge's CPU per report,

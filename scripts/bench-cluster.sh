@@ -9,14 +9,15 @@
 #    rounds' own ratios (as bench-e2e's): one 20 s window on this 2-core machine varies by more than the bound.
 #    SHAPES (single 1 2 3 1@64 1@256) names them: N members of 12 slots, or N@SLOTS; with more slots than hubs, the
 #    hubs are spread over them and the other slots idle (what a slot costs that serves nothing counts).
-# 2. Failover: 3 members under a light hub-sim load; KILLS times, one member is SIGKILLed (in turn) and started again a
-#    second later; how long until each of its slots is served again (p50, p99, max over every slot of every kill).
+# 2. Failover: 3 members of FAILOVER_SLOTS slots (12) under a light hub-sim load; KILLS times, one member is SIGKILLed
+#    (in turn) and started again a second later; how long until each of its slots is served again (p50, p99, max over
+#    every slot of every kill).
 # 3. Rebuild at scale (REBUILD_ACCESSORIES, 1,000,000; 0 skips it): that many accessories over 64 slots, set up
 #    through 3 members; then one member is SIGKILLed: how long until its slots (a third) are served again, and the
 #    largest slot's rebuild.
 #
 # Usage: make bench-cluster [HUBS=12] [ACCESSORIES=100] [RATE=3000] [DURATION=20] [ROUNDS=3] [KILLS=20]
-#        [REBUILD_ACCESSORIES=1000000] [SHAPES="single 1 2 3 1@64 1@256"]
+#        [REBUILD_ACCESSORIES=1000000] [SHAPES="single 1 2 3 1@64 1@256"] [FAILOVER_SLOTS=12]
 #   (builds a release bridge and the loadgen into .build-e2e first, and hub-sim), or this script with BRIDGE, LOADGEN
 #   and HUB_SIM naming the binaries.
 set -euo pipefail
@@ -30,6 +31,7 @@ rounds=${ROUNDS:-3}
 kills=${KILLS:-20}
 big=${REBUILD_ACCESSORIES:-1000000}
 slots=12
+failover_slots=${FAILOVER_SLOTS:-$slots}
 shapes=${SHAPES:-single 1 2 3 1@64 1@256}
 bridge_bin=${BRIDGE:-.build-e2e/release/accessory-bridge}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
@@ -186,9 +188,9 @@ done
 
 # --- 2. Failover gaps --------------------------------------------------------------------------------------------
 cluster=kill
-for i in 1 2 3; do start_member "$cluster" "k$i" "$slots"; done
-wait_served "$cluster" "$slots"
-"$hub_sim" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster" --slots "$slots" --households 12 --hubs 12 --accessories 10 --rate 50 \
+for i in 1 2 3; do start_member "$cluster" "k$i" "$failover_slots"; done
+wait_served "$cluster" "$failover_slots"
+"$hub_sim" --broker "mqtt://127.0.0.1:$port" --topic-root "bench-$cluster" --slots "$failover_slots" --households 12 --hubs 12 --accessories 10 --rate 50 \
     --seconds $((kills * 8 + 30)) --drain 60 --timeout-ms 500 --timeout-max-ms 2000 --prefix kill --json \
     >"$work/kill-sim.json" 2>"$work/kill-sim.err" &
 sim=$!
@@ -202,14 +204,14 @@ for k in $(seq "$kills"); do
     kill -9 "${pid_of[$victim]}"
     wait "${pid_of[$victim]}" 2>/dev/null || true   # reaped here, so that bash does not report it "Killed"
     sleep 1
-    start_member "$cluster" "$victim" "$slots"
+    start_member "$cluster" "$victim" "$failover_slots"
     for _ in $(seq 300); do
         [ "$(python3 scripts/lib/cluster_log.py gaps "$killed" "$held" "$work/$cluster"-*.log | wc -l)" -ge \
             "$(tr ',' '\n' <<<"$held" | grep -c .)" ] && break
         sleep 0.1
     done
     python3 scripts/lib/cluster_log.py gaps "$killed" "$held" "$work/$cluster"-*.log | awk '{print $2}' >>"$gaps"
-    wait_served "$cluster" "$slots"
+    wait_served "$cluster" "$failover_slots"
     sleep 3
 done
 kill -INT "$sim" 2>/dev/null || true
