@@ -2,11 +2,35 @@ import AccessoryModel
 import AccessoryWire
 import BridgeCore
 import CoreMetrics
+import Synchronization
 
 /// The bridge's metrics, created once. Labels are bounded: message kinds, error codes, actions, registrations,
-/// activities — never an accessory, hub or source id. In a cluster, every slot an instance serves counts into the same
-/// counters, and its gauges carry a `slot` label (at most the number of slots), zeroed when it stops.
+/// activities — never an accessory, hub or source id, nor a slot. In a cluster, every slot an instance serves counts
+/// into the same counters, and adds its share into the same gauges (``Share``), taken back when it stops: a member's
+/// gauges are the sum of its slots', and the cluster's the sum of its members'. (A `slot` label made a series per slot
+/// and gauge — 11,000 at 1,024 slots — and swift-prometheus copies a metric's series each time it adds one: a quarter
+/// of a member's CPU while it took up 1,024 slots.)
 struct BridgeMetrics: Sendable {
+    /// One bridge's (one slot's) share of a gauge that every slot served in the process adds into: it records its own
+    /// value as the difference from the last one it recorded.
+    final class Share: Sendable {
+        private let meter: Meter
+        private let value = Atomic<Int>(0)
+
+        init(label: String, dimensions: [(String, String)] = [], factory: any MetricsFactory) {
+            meter = Meter(label: label, dimensions: dimensions, factory: factory)
+        }
+
+        func record(_ new: Int) {
+            let old = value.exchange(new, ordering: .relaxed)
+            if new > old {
+                meter.increment(by: Double(new - old))
+            } else if new < old {
+                meter.decrement(by: Double(old - new))
+            }
+        }
+    }
+
     /// Inbound messages by topic kind (`telemetry`, `hub_status`, `source_state`, `controls`).
     let received: [String: Counter]
     /// Inbound messages refused before they reached the model, by reason.
@@ -29,21 +53,21 @@ struct BridgeMetrics: Sendable {
 
     // Gauges, refreshed every ``BridgeConfiguration/statisticsInterval`` (and the connection's on each change).
     /// Accessories by registration.
-    let accessories: [Registration: Gauge]
+    let accessories: [Registration: Share]
     /// Accessories worn (in ear, on head, over the ear) and taking part in routing.
-    let worn: Gauge
+    let worn: Share
     /// Accessories a source is routed to.
-    let routed: Gauge
+    let routed: Share
     /// Playing devices some accessory lists, by their last reported activity.
-    let sources: [Activity: Gauge]
+    let sources: [Activity: Share]
     /// Hubs whose retained status says online.
-    let hubsOnline: Gauge
-    /// 1 while connected to the broker, else 0.
-    let brokerConnected: Gauge
+    let hubsOnline: Share
+    /// 1 while connected to the broker, else 0 (a member: how many of its slots are).
+    let brokerConnected: Share
     /// Connections to the broker after the first.
     let reconnects: Counter
     /// Messages waiting in the MQTT client beyond the send window (or for the next connection).
-    let outboundQueueDepth: Gauge
+    let outboundQueueDepth: Share
 
     // Histograms.
     /// From receiving an inbound message (telemetry, a source report, controls) to having handled it: decoded,
@@ -74,8 +98,7 @@ struct BridgeMetrics: Sendable {
         case slot
     }
 
-    init(factory: any MetricsFactory, slot: Int? = nil) {
-        let slot: [(String, String)] = slot.map { [("slot", "\($0)")] } ?? []
+    init(factory: any MetricsFactory) {
         received = Dictionary(
             uniqueKeysWithValues: ["telemetry", "hub_status", "source_state", "controls"].map {
                 ($0, Counter(label: "accessory_bridge_messages_received_total", dimensions: [("kind", $0)], factory: factory))
@@ -103,18 +126,18 @@ struct BridgeMetrics: Sendable {
 
         accessories = Dictionary(
             uniqueKeysWithValues: Registration.allCases.map {
-                ($0, Gauge(label: "accessory_bridge_accessories", dimensions: [("registration", "\($0)")] + slot, factory: factory))
+                ($0, Share(label: "accessory_bridge_accessories", dimensions: [("registration", "\($0)")], factory: factory))
             })
-        worn = Gauge(label: "accessory_bridge_accessories_worn", dimensions: slot, factory: factory)
-        routed = Gauge(label: "accessory_bridge_accessories_routed", dimensions: slot, factory: factory)
+        worn = Share(label: "accessory_bridge_accessories_worn", factory: factory)
+        routed = Share(label: "accessory_bridge_accessories_routed", factory: factory)
         sources = Dictionary(
             uniqueKeysWithValues: Activity.allCases.map {
-                ($0, Gauge(label: "accessory_bridge_sources", dimensions: [("activity", "\($0)")] + slot, factory: factory))
+                ($0, Share(label: "accessory_bridge_sources", dimensions: [("activity", "\($0)")], factory: factory))
             })
-        hubsOnline = Gauge(label: "accessory_bridge_hubs_online", dimensions: slot, factory: factory)
-        brokerConnected = Gauge(label: "accessory_bridge_broker_connected", dimensions: slot, factory: factory)
+        hubsOnline = Share(label: "accessory_bridge_hubs_online", factory: factory)
+        brokerConnected = Share(label: "accessory_bridge_broker_connected", factory: factory)
         reconnects = Counter(label: "accessory_bridge_broker_reconnects_total", factory: factory)
-        outboundQueueDepth = Gauge(label: "accessory_bridge_outbound_queue_depth", dimensions: slot, factory: factory)
+        outboundQueueDepth = Share(label: "accessory_bridge_outbound_queue_depth", factory: factory)
         handling = Timer(label: Label.handling, factory: factory)
         toCommand = Timer(label: Label.toCommand, factory: factory)
         Gauge(label: "accessory_bridge_info", dimensions: [("version", Release.version)], factory: factory).record(1)
@@ -130,7 +153,7 @@ struct BridgeMetrics: Sendable {
         self.outboundQueueDepth.record(outboundQueueDepth)
     }
 
-    /// The bridge (a cluster's slot) stopped here: its gauges say nothing any more.
+    /// The bridge (a cluster's slot) stopped here: its shares of the gauges are taken back.
     func zeroGauges() {
         record(BridgeStateMachine.Statistics(), hubsOnline: 0, outboundQueueDepth: 0)
         brokerConnected.record(0)

@@ -85,7 +85,7 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         defaultFormat = configuration.payloadFormat
         self.clock = clock
         self.logger = logger
-        let metrics = BridgeMetrics(factory: factory, slot: slot?.slot.number)
+        let metrics = BridgeMetrics(factory: factory)
         self.metrics = metrics
         self.onlineStatus = onlineStatus
         housekeepingInterval = configuration.statisticsInterval
