@@ -41,7 +41,8 @@ struct JSONLogHandler: LogHandler {
             ("label", label), ("level", level.rawValue), ("message", message),
             ("time", String(decoding: timeBytes, as: UTF8.self)),
         ]
-        for (key, value) in metadata where !["label", "level", "message", "time"].contains(key) {
+        let own = Set(fields.map(\.key))
+        for (key, value) in metadata where !own.contains(key) {
             fields.append((key, "\(value)"))
         }
         fields.sort { $0.key < $1.key }
