@@ -17,6 +17,9 @@ extension ClientCore {
                 // CONNECT properties) from the first call that reaches it, and `mosquitto_reconnect` before it fails.
                 loop.connections += 1
                 reader?.drop()
+                // What the last connection owed or let wait went with it.
+                loop.acknowledgementsOwed = 0
+                loop.writesWaitSince = nil
                 let rc = first || !loop.addressGiven ? connectFirst() : mosquitto_reconnect(handle.pointer)
                 if rc != MosquittoLibrary.success {
                     perform(loop.machine.attemptFailed(MQTTError.library(rc), at: .now))

@@ -124,7 +124,7 @@ extension ClientCore {
                 let reads = mayRead()
                 // What waits to be written (``writesWait()``) waits for no socket, but for its time.
                 let wantsWrite = mosquitto_want_write(handle.pointer)
-                if !wantsWrite || !loop.machine.isConnected { loop.writesWaitSince = nil }
+                if !wantsWrite || !writesMayWait { loop.writesWaitSince = nil }
                 if let since = loop.writesWaitSince { due = min(due, since + configuration.acknowledgementDelay) }
                 receiving = .init(
                     descriptor: socket, read: reads, write: wantsWrite && loop.writesWaitSince == nil,
@@ -272,15 +272,20 @@ extension ClientCore {
     /// publications are written first: a connection lost meanwhile gets it again, a duplicate to the handler
     /// (docs/performance-history.md, "Acknowledgements in the next turn").
     func writesWait() -> Bool {
-        guard loop.link != nil, loop.machine.isConnected, !loop.machine.draining, !loop.machine.stopRequested,
-            loop.acknowledgementsOwed < Self.acknowledgementsPerWrite
-        else { return false }
+        guard writesMayWait, loop.acknowledgementsOwed < Self.acknowledgementsPerWrite else { return false }
         let now = ContinuousClock.now
         guard let since = loop.writesWaitSince else {
             loop.writesWaitSince = now
             return true
         }
         return now - since < configuration.acknowledgementDelay
+    }
+
+    /// Whether what the session has to write may wait at all (``writesWait()``): a receiving session with a publishing
+    /// session, connected, and neither stopping nor draining. Otherwise its socket is watched for writing at once
+    /// (``interest()``).
+    var writesMayWait: Bool {
+        loop.link != nil && loop.machine.isConnected && !loop.machine.draining && !loop.machine.stopRequested
     }
 
     /// TCP_CORK on the session's socket (when it has one): while held, what is written waits in the kernel for a full
