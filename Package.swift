@@ -85,16 +85,17 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        // libmosquitto's reads of a session's socket, buffered: one read(2) for what has arrived rather than three or
-        // four a packet (its header explains how, and why it stands in front of read(2)).
-        .target(name: "CMosquittoReader", dependencies: ["CMosquitto"]),
+        // The C library's calls that libmosquitto makes, stood in front of for the sessions MQTTClient runs: a
+        // session's reads buffered (one read(2) for what has arrived rather than three or four a packet), and a handle
+        // made without its wake-up socket pair (its headers explain how, and why).
+        .target(name: "CMosquittoInterpose", dependencies: ["CMosquitto"]),
         // glibc's malloc.h, for malloc_trim (the Glibc module does not export it).
         .systemLibrary(name: "CMalloc"),
         // An async MQTT 5 client over libmosquitto.
         .target(
             name: "MQTTClient",
             dependencies: [
-                "CMosquitto", "CMosquittoReader", .product(name: "Logging", package: "swift-log"),
+                "CMosquitto", "CMosquittoInterpose", .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ]

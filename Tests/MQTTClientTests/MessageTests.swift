@@ -115,7 +115,7 @@ struct MessageTests {
         #expect(received.allSatisfy { $0.qos == .atLeastOnce })
     }
 
-    /// Messages of every size around the session reader's 1 KiB (CMosquittoReader), sent at once so that reads take
+    /// Messages of every size around the session reader's 1 KiB (CMosquittoInterpose), sent at once so that reads take
     /// several packets, a packet cut between two reads, or a payload too large for the reader (read straight into
     /// libmosquitto's buffer): each arrives whole and in order.
     @Test func messagesOfEverySizeArriveWholeAndInOrder() async throws {
@@ -269,7 +269,7 @@ struct MessageTests {
         #expect(turns / 2 < count / 4, "\(count) waiting messages took \(turns / 2) turns of the loop")
     }
 
-    /// The session's reader (CMosquittoReader) takes what the socket holds in one read(2), so when a turn ends at its
+    /// The session's reader (CMosquittoInterpose) takes what the socket holds in one read(2), so when a turn ends at its
     /// most packets (64) the rest may be in the reader and none in the socket: the loop must not wait for the socket
     /// (or for the next idle turn, here 30 s away) to read them.
     @Test func packetsTheReaderHoldsAfterATurnAreReadWithoutWaitingForTheSocket() async throws {

@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoInterpose
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +19,8 @@ struct MosquittoHandle: @unchecked Sendable {
 }
 
 extension MosquittoHandle {
-    /// `mosquitto_new` and every option of `configuration`, MQTT 5, threaded mode.
+    /// `mosquitto_new` and every option of `configuration`, MQTT 5, threaded mode; without libmosquitto's wake-up
+    /// socket pair (`cmosquitto_new`: the session's network loop wakes itself, and never reads the pair).
     static func make(_ configuration: MQTTConfiguration) throws(MQTTError) -> MosquittoHandle {
         MosquittoLibrary.initialized
         guard !configuration.clientID.isEmpty else { throw MQTTError.invalidArgument("empty client identifier") }
@@ -39,7 +41,7 @@ extension MosquittoHandle {
             throw MQTTError.invalidArgument("maximum incoming inflight messages must be between 1 and 65535")
         }
         // MQTT 5: clean_session is the CONNECT "clean start" flag.
-        guard let pointer = mosquitto_new(configuration.clientID, configuration.cleanStart, nil) else {
+        guard let pointer = cmosquitto_new(configuration.clientID, configuration.cleanStart, nil) else {
             throw MQTTError.library(MosquittoLibrary.errno)
         }
         do throws(MQTTError) {

@@ -1,8 +1,8 @@
-import CMosquittoReader
+import CMosquittoInterpose
 
-/// A session's reads of its socket, buffered (CMosquittoReader): libmosquitto's three or four read(2)s a packet are
-/// served from one read of what has arrived. What it holds is the socket's as far as the loop is concerned: a session
-/// whose reader holds bytes reads again without waiting for its socket (``ClientCore/holdsBytes``).
+/// A session's reads of its socket, buffered (CMosquittoInterpose's reader): libmosquitto's three or four read(2)s a
+/// packet are served from one read of what has arrived. What it holds is the socket's as far as the loop is concerned:
+/// a session whose reader holds bytes reads again without waiting for its socket (``ClientCore/holdsBytes``).
 ///
 /// Not for TLS (OpenSSL also reads outside the reader's calls): such a session has none, and reads as libmosquitto does.
 // @unchecked Sendable: used by the session's network thread alone, in its turns; freed with the session.

@@ -197,9 +197,9 @@ extension ClientCore {
     /// libmosquitto 2.0 reads one packet per call while nothing of its own is queued (QoS 0, as in the bridge's
     /// start-up read of a million retained states), and stops after any packet whose handling queued one (a PUBACK, a
     /// publish): read on while each call hands a packet to a callback, rather than a wait per packet. Not until
-    /// `errno` says EAGAIN: libmosquitto writes a byte to its own wake-up socket pair for every packet it queues, and
-    /// with nobody reading that pair (this loop waits on its own pipe) the write fails with EAGAIN, so every QoS 1
-    /// packet looked like the last. A read that handles nothing (no data, part of a packet, a PINGRESP) ends the
+    /// `errno` says EAGAIN: `errno` after libmosquitto's call is not its socket's (it was its wake-up socket pair's,
+    /// which every queued packet wrote a byte to and nobody read, so every QoS 1 packet looked like the last; the
+    /// handles here have no pair now, ``MosquittoHandle/make(_:)``). A read that handles nothing (no data, part of a packet, a PINGRESP) ends the
     /// batch unless the session's ``SocketReader`` still holds bytes; the next wait tells whether more waits (and
     /// ``interest()`` makes the session due at once for what the reader holds). At most ``packetsPerWakeup``, so
     /// that the other sessions, the wake pipe and deadlines get their turn. Each read goes through the reader: one
