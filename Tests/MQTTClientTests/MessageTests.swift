@@ -143,6 +143,37 @@ struct MessageTests {
         }
     }
 
+    /// What the socket cannot take yet waits in the session's writer (CMosquittoInterpose), in front of what is written
+    /// after it. With the broker frozen (SIGSTOP), the publisher's socket fills; once the broker runs again, every
+    /// message arrives whole and in order.
+    @Test func whatTheSocketCannotTakeYetLeavesLaterInOrder() async throws {
+        let broker = try await MosquittoBroker()
+        let subscriber = try TestClient(broker)
+        // A window wide enough for every message to be handed to libmosquitto at once.
+        let publisher = try TestClient(broker) { $0.maximumInflightMessages = 2_000 }
+        try await subscriber.connect()
+        try await subscriber.subscribe("full/#", qos: .atLeastOnce)
+        try await publisher.connect()
+
+        try await broker.pause()
+        let count = 1_000
+        func payload(_ index: Int) -> [UInt8] { (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) } }
+        for index in 0..<count {
+            try publisher.client.publish(MQTTMessage(topic: "full/\(index)", payload: payload(index), qos: .atLeastOnce))
+        }
+        // 20 MB, of which the socket takes a few hundred kB (about 270 here) and keeps them: the rest waits.
+        try await waitUntil("the publisher's socket is full", timeout: .seconds(10)) {
+            (socketSendQueues(toPort: broker.port).max() ?? 0) > 100_000
+        }
+        try await broker.resume()
+
+        let received = try await subscriber.inbox.waitForMessages(count: count, timeout: .seconds(60))
+        #expect(received.map(\.topic) == (0..<count).map { "full/\($0)" })
+        for (index, message) in received.enumerated() where message.payload != payload(index) {
+            Issue.record("message \(index) arrived as \(message.payload.count) other bytes")
+        }
+    }
+
     @Test func noLocalSubscriptionDoesNotReceiveOwnMessages() async throws {
         let broker = try await MosquittoBroker()
         let client = try TestClient(broker)

@@ -25,6 +25,11 @@ func socketReceiveQueues(toPort port: Int) -> [Int] {
     connections(toPort: port).compactMap { fields in fields[4].split(separator: ":").last.flatMap { Int($0, radix: 16) } }
 }
 
+/// The bytes waiting to be sent (and acknowledged) in each of this process's TCP connections to the loopback `port`.
+func socketSendQueues(toPort port: Int) -> [Int] {
+    connections(toPort: port).compactMap { fields in fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) } }
+}
+
 /// How many segments carrying data this process's TCP connections to the loopback `port` have sent, summed: the
 /// kernel's `tcpi_data_segs_out` (TCP_INFO; `struct tcp_info` of linux/tcp.h, which glibc's netinet/tcp.h lacks the
 /// field of: read at its offset, 156). Throws when the process has no such connection or the kernel is too old.

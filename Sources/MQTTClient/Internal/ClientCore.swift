@@ -9,8 +9,8 @@ import Synchronization
 /// Where each concern lives: the handle and its options in MosquittoHandle.swift; libmosquitto's callbacks in
 /// Callbacks.swift; subscriptions in Subscriptions.swift; the connection's lifecycle in ``ConnectionStateMachine``, its
 /// actions run by Connecting.swift; the network thread's loop in NetworkLoop.swift, a session's turn in it in Turn.swift
-/// and its socket's reads in SocketReader.swift; what waits to be published in Outbound.swift; a second, publishing
-/// session in PublishingSession.swift.
+/// and its socket's reads and writes in SocketReader.swift and SocketWriter.swift; what waits to be published in
+/// Outbound.swift; a second, publishing session in PublishingSession.swift.
 final class ClientCore: Sendable {
     let configuration: MQTTConfiguration
     let logger: Logger
@@ -38,6 +38,8 @@ final class ClientCore: Sendable {
     let readingHeld = Atomic(false)
     /// Its socket's reads, buffered (``SocketReader``); `nil` with TLS.
     let reader: SocketReader?
+    /// Its socket's writes, gathered (``SocketWriter``); `nil` with TLS.
+    let writer: SocketWriter?
 
     /// - Parameter networkLoop: the loop that runs it (`nil`: a publishing session).
     init(
@@ -53,6 +55,7 @@ final class ClientCore: Sendable {
                 reconnectDelay: configuration.reconnectDelay, maximumReconnectDelay: configuration.maximumReconnectDelay))
         self.networkLoop = networkLoop
         reader = configuration.tls == nil ? SocketReader() : nil
+        writer = configuration.tls == nil ? SocketWriter() : nil
         let publishingCore = try publishing.map { configuration throws(MQTTError) in
             try ClientCore(configuration: configuration, networkLoop: nil, logger: logger)
         }

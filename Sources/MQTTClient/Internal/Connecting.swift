@@ -17,6 +17,7 @@ extension ClientCore {
                 // CONNECT properties) from the first call that reaches it, and `mosquitto_reconnect` before it fails.
                 loop.connections += 1
                 reader?.drop()
+                writer?.drop()
                 // What the last connection owed or let wait went with it.
                 loop.acknowledgementsOwed = 0
                 loop.writesWaitSince = nil

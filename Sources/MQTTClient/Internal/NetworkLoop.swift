@@ -240,8 +240,8 @@ final class NetworkLoop: Sendable {
             }
             let now = members.nanoseconds(.now)
             for index in members.due.indices where members.due[index] <= now { schedule(index) }
-            // While more than one session is due, what each writes waits in its corked sockets until all have had
-            // their turn: a batch across sessions, as a session's own read loop batches its packets.
+            // While more than one session is due, what each writes waits (in its writer, or its corked socket) until
+            // all have had their turn: a batch across sessions, as a session's own read loop batches its packets.
             let batch = scheduled.count > 1
             if batch {
                 for index in scheduled { members.cores[index]?.holdWritesOfTheTurns(true) }
@@ -259,7 +259,12 @@ final class NetworkLoop: Sendable {
                 }
             }
             if batch {
-                for index in scheduled { members.cores[index]?.holdWritesOfTheTurns(false) }
+                for index in scheduled {
+                    guard let core = members.cores[index] else { continue }
+                    core.holdWritesOfTheTurns(false)
+                    // What a socket could not take waits in its session's writer: the socket is watched for writing.
+                    if core.writesHeldBack { refresh(index, core) }
+                }
             }
             scheduled.removeAll(keepingCapacity: true)
         }

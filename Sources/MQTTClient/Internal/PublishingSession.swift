@@ -132,7 +132,7 @@ final class PublishingLink {
         guard !isOver, connecting, socket >= 0 else { return (nil, nil) }
         let (mayWait, inFlight) = acknowledgementsMayWait
         let interest = Poller.Interest(
-            descriptor: socket, read: !mayWait, write: mosquitto_want_write(pointer), connection: core.loop.connections)
+            descriptor: socket, read: !mayWait, write: core.wantsToWrite, connection: core.loop.connections)
         // What its reader holds is read at the start of the next turn (``readWhatArrived()``): that turn is due now.
         if core.holdsBytes { return (interest, now) }
         return (interest, mayWait && inFlight ? now + core.configuration.acknowledgementDelay : nil)

@@ -123,7 +123,7 @@ extension ClientCore {
             if loop.machine.phase.hasConnection, socket >= 0 {
                 let reads = mayRead()
                 // What waits to be written (``writesWait()``) waits for no socket, but for its time.
-                let wantsWrite = mosquitto_want_write(handle.pointer)
+                let wantsWrite = wantsToWrite
                 if !wantsWrite || !writesMayWait { loop.writesWaitSince = nil }
                 if let since = loop.writesWaitSince { due = min(due, since + configuration.acknowledgementDelay) }
                 receiving = .init(
@@ -206,12 +206,12 @@ extension ClientCore {
     /// read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
-    /// own (writing later, after many packets, raised the tail). Once a second read
-    /// has handed over a packet, the sockets are corked (``holdWrites(_:)``) until the batch ends: the kernel then
-    /// sends what the batch wrote in full segments, one transmission instead of one per packet. A batch of one, the
-    /// usual case at a steady pace, is not corked, but what its packet made the handler publish leaves in one segment
-    /// when it is more than one message (``writeIfWanted(_:gathering:)``), and so does a batch's first packet's: it
-    /// leaves at once, before the next is read. Corked with the rest of its batch, it waited for the batch's end
+    /// own (writing later, after many packets, raised the tail). Once a second read has handed over a packet, both
+    /// sessions' writes are held (``holdWrites(_:)``) until the batch ends: what the batch wrote then leaves in one
+    /// write(2) a socket (for TLS, corked: in full segments), one transmission instead of one per packet. A batch of
+    /// one, the usual case at a steady pace, is not held, but what its packet made the handler publish leaves in one
+    /// segment (``writeIfWanted(_:gathering:)``), and so does a batch's first packet's: it leaves at once, before the
+    /// next is read. Held with the rest of its batch, it waited for the batch's end
     /// while the broker, on the other core, had nothing to do, and a burst's tail grew. (What each of these is
     /// worth: docs/performance-history.md, "The read loop".)
     func readWaitingPackets(
@@ -237,8 +237,8 @@ extension ClientCore {
                 holding = true
                 hold(true)
             }
-            // Outside a corked batch (a packet alone, or a batch's first): what the packet made the handler publish
-            // leaves at once, in one segment. What follows a batch's first packet is corked with the batch.
+            // Outside a held batch (a packet alone, or a batch's first): what the packet made the handler publish
+            // leaves at once, in one segment. What follows a batch's first packet is held with the batch.
             let gathering = !holding
             if let rc = writeIfWanted(pointer, gathering: gathering) { return rc }
             link?.write(gathering: gathering)
@@ -247,8 +247,9 @@ extension ClientCore {
         return nil
     }
 
-    /// Corks (or uncorks) both sessions' sockets for the loop: while several sessions take their turns one after the
-    /// other, what each writes leaves when all are done. A turn's own read loop then leaves them as they are.
+    /// Holds (or releases) both sessions' writes for the loop (``holdWrites(_:)``): while several sessions take their
+    /// turns one after the other, what each writes leaves when all are done. A turn's own read loop then leaves them as
+    /// they are.
     func holdWritesOfTheTurns(_ hold: Bool) {
         loop.writesHeld = hold
         holdWrites(hold)
@@ -256,6 +257,14 @@ extension ClientCore {
             link.core.loop.writesHeld = hold
             link.core.holdWrites(hold)
         }
+    }
+
+    /// Whether either session's writer holds what its socket could not take yet (after the loop's batch released it):
+    /// the socket is then to be watched for writing.
+    var writesHeldBack: Bool {
+        if let writer, writer.holdsBytes(for: handle.pointer) { return true }
+        guard let publishing, let writer = publishing.writer else { return false }
+        return writer.holdsBytes(for: publishing.handle.pointer)
     }
 
     /// The most acknowledgements a receiving session lets wait (``writesWait()``): half the
@@ -288,34 +297,55 @@ extension ClientCore {
         loop.link != nil && loop.machine.isConnected && !loop.machine.draining && !loop.machine.stopRequested
     }
 
-    /// TCP_CORK on the session's socket (when it has one): while held, what is written waits in the kernel for a full
-    /// segment; released, it leaves at once. Ignored by a socket that is not TCP.
+    /// Holds (or releases) what the session writes. With a ``SocketWriter``, what is written while held waits in it,
+    /// and leaves in one write(2) when released. Without one (TLS), TCP_CORK on its socket: what is written waits in the
+    /// kernel for a full segment, and leaves when uncorked (ignored by a socket that is not TCP).
     func holdWrites(_ hold: Bool) {
+        if let writer {
+            writer.holding = hold
+            if !hold { writer.flush(handle.pointer) }
+            return
+        }
         let socket = mosquitto_socket(handle.pointer)
         guard socket >= 0 else { return }
         cmosquitto_cork(socket, hold)
     }
 
-    /// Writes what libmosquitto has queued, if anything; returns the code that ends the connection, or `nil`.
+    /// Whether the session has something to write: what libmosquitto has queued, or what its writer holds because the
+    /// socket could not take it yet.
+    var wantsToWrite: Bool {
+        mosquitto_want_write(handle.pointer) || writer?.holdsBytes(for: handle.pointer) == true
+    }
+
+    /// Writes what libmosquitto has queued and what the writer holds, if anything; returns the code that ends the
+    /// connection, or `nil`.
     ///
     /// libmosquitto writes each packet with a write(2) of its own, and with TCP_NODELAY each leaves in a segment of
-    /// its own. `gathering`, when more than one message was published since the last write (a report's command,
-    /// state, view, event and result) or more than one message's acknowledgement waits (``writesWait()``), and
-    /// the loop's batch of turns does not hold the socket corked already (the read loop passes `false` while its own
-    /// batch does), corks it while they are written: they leave in one segment. One message or one acknowledgement
-    /// is written as it is: two `setsockopt` calls would buy nothing. The read loop gathers a packet outside a corked
+    /// its own. Through the session's ``SocketWriter`` they leave in one write(2), and one segment: a report's
+    /// command, state, view, event and result, or the acknowledgements that waited (``writesWait()``); while the
+    /// writes are held (the read loop's batch, the loop's batch of turns), when the hold ends. Without a writer
+    /// (TLS), `gathering`, when more than one message was published since the last write or more than one message's
+    /// acknowledgement waits, and the socket is not corked for the loop's batch already (the read loop passes `false`
+    /// while its own batch holds it), corks the socket while they are written; one message or one acknowledgement is
+    /// written as it is, where two `setsockopt` calls would buy nothing. The read loop gathers a packet outside a held
     /// batch (alone, or a batch's first), never one inside it (docs/performance-history.md, "The read loop").
     func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
-        guard mosquitto_want_write(pointer) else { return nil }
-        if writesWait() { return nil }
+        let held = writer?.holdsBytes(for: pointer) == true
+        guard held || mosquitto_want_write(pointer) else { return nil }
+        if !held, writesWait() { return nil }
         let published = publishedSinceWrite.exchange(0, ordering: .relaxed)
         let acknowledgements = loop.acknowledgementsOwed
         loop.acknowledgementsOwed = 0
         loop.writesWaitSince = nil
-        let gather = gathering && (published > 1 || acknowledgements > 1) && !loop.writesHeld
-        if gather { holdWrites(true) }
-        defer { if gather { holdWrites(false) } }
-        let rc = mosquitto_loop_write(pointer, 1)
+        let rc: Int32
+        if let writer {
+            rc = writer.loopWrite(pointer)
+        } else {
+            let gather = gathering && (published > 1 || acknowledgements > 1) && !loop.writesHeld
+            if gather { holdWrites(true) }
+            rc = mosquitto_loop_write(pointer, 1)
+            if gather { holdWrites(false) }
+        }
         guard rc == MosquittoLibrary.success, mosquitto_socket(pointer) >= 0 else {
             return rc == MosquittoLibrary.success ? MosquittoLibrary.noConnection : rc
         }
