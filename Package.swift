@@ -86,8 +86,9 @@ let package = Package(
             providers: [.apt(["libmosquitto-dev"])]
         ),
         // The C library's calls that libmosquitto makes, stood in front of for the sessions MQTTClient runs: a
-        // session's reads buffered (one read(2) for what has arrived rather than three or four a packet), and a handle
-        // made without its wake-up socket pair (its headers explain how, and why).
+        // session's reads buffered (one read(2) for what has arrived rather than three or four a packet), its writes
+        // gathered (one write(2) for what a turn writes rather than one a packet), and a handle made without its
+        // wake-up socket pair (its headers explain how, and why).
         .target(name: "CMosquittoInterpose", dependencies: ["CMosquitto"]),
         // glibc's malloc.h, for malloc_trim (the Glibc module does not export it).
         .systemLibrary(name: "CMalloc"),
