@@ -4,10 +4,10 @@ import Glibc
 
 /// The process's limit on open descriptors (`RLIMIT_NOFILE`). A member's slot holds about 2 (its two broker
 /// connections' sockets; a libmosquitto handle has no socket pair of its own here, `cmosquitto_new`), and a slot that
-/// starts about 2 more for the sessions of its start (the rebuild reader's); the soft limit many systems start a service
-/// with is 1,024 (systemd's default), which a member of 512 slots passes: its later slots then fail to connect with
-/// "Too many open files", again and again. So the soft limit is raised to the hard one at start, as Go's runtime and
-/// most servers do.
+/// starts about 2 more for the sessions of its start (the rebuild reader's); the soft limit many systems start a
+/// service with is 1,024 (systemd's default), which a member of 512 slots passes: its later slots then fail to connect
+/// with "Too many open files", again and again. So the soft limit is raised to the hard one at start, as Go's runtime
+/// and most servers do.
 enum OpenFileLimit {
     /// About what a member needs to serve `slots` (every slot of the cluster, alone) while `starting` more start
     /// (their rebuild readers).

@@ -159,7 +159,8 @@ struct MessageTests {
         let count = 1_000
         func payload(_ index: Int) -> [UInt8] { (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) } }
         for index in 0..<count {
-            try publisher.client.publish(MQTTMessage(topic: "full/\(index)", payload: payload(index), qos: .atLeastOnce))
+            let message = MQTTMessage(topic: "full/\(index)", payload: payload(index), qos: .atLeastOnce)
+            try publisher.client.publish(message)
         }
         // 20 MB, of which the socket takes a few hundred kB (about 270 here) and keeps them: the rest waits.
         try await waitUntil("the publisher's socket is full", timeout: .seconds(10)) {
@@ -300,9 +301,9 @@ struct MessageTests {
         #expect(turns / 2 < count / 4, "\(count) waiting messages took \(turns / 2) turns of the loop")
     }
 
-    /// The session's reader (CMosquittoInterpose) takes what the socket holds in one read(2), so when a turn ends at its
-    /// most packets (64) the rest may be in the reader and none in the socket: the loop must not wait for the socket
-    /// (or for the next idle turn, here 30 s away) to read them.
+    /// The session's reader (CMosquittoInterpose) takes what the socket holds in one read(2), so when a turn ends at
+    /// its most packets (64) the rest may be in the reader and none in the socket: the loop must not wait for the
+    /// socket (or for the next idle turn, here 30 s away) to read them.
     @Test func packetsTheReaderHoldsAfterATurnAreReadWithoutWaitingForTheSocket() async throws {
         let held = try await HeldSubscriber(topics: ["batch/#", "b/#"]) { $0.keepAlive = .seconds(120) }
         let handler = held.handler

@@ -27,7 +27,9 @@ func socketReceiveQueues(toPort port: Int) -> [Int] {
 
 /// The bytes waiting to be sent (and acknowledged) in each of this process's TCP connections to the loopback `port`.
 func socketSendQueues(toPort port: Int) -> [Int] {
-    connections(toPort: port).compactMap { fields in fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) } }
+    connections(toPort: port).compactMap { fields in
+        fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) }
+    }
 }
 
 /// How many segments carrying data this process's TCP connections to the loopback `port` have sent, summed: the

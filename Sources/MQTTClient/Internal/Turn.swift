@@ -199,11 +199,11 @@ extension ClientCore {
     /// publish): read on while each call hands a packet to a callback, rather than a wait per packet. Not until
     /// `errno` says EAGAIN: `errno` after libmosquitto's call is not its socket's (it was its wake-up socket pair's,
     /// which every queued packet wrote a byte to and nobody read, so every QoS 1 packet looked like the last; the
-    /// handles here have no pair now, ``MosquittoHandle/make(_:)``). A read that handles nothing (no data, part of a packet, a PINGRESP) ends the
-    /// batch unless the session's ``SocketReader`` still holds bytes; the next wait tells whether more waits (and
-    /// ``interest()`` makes the session due at once for what the reader holds). At most ``packetsPerWakeup``, so
-    /// that the other sessions, the wake pipe and deadlines get their turn. Each read goes through the reader: one
-    /// read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
+    /// handles here have no pair now, ``MosquittoHandle/make(_:)``). A read that handles nothing (no data, part of a
+    /// packet, a PINGRESP) ends the batch unless the session's ``SocketReader`` still holds bytes; the next wait tells
+    /// whether more waits (and ``interest()`` makes the session due at once for what the reader holds). At most
+    /// ``packetsPerWakeup``, so that the other sessions, the wake pipe and deadlines get their turn. Each read goes
+    /// through the reader: one read(2) for what has arrived, where libmosquitto alone makes three or four a packet.
     ///
     /// What the handler published for a packet is written before the next is read, as when each had a wake-up of its
     /// own (writing later, after many packets, raised the tail). Once a second read has handed over a packet, both
@@ -298,8 +298,8 @@ extension ClientCore {
     }
 
     /// Holds (or releases) what the session writes. With a ``SocketWriter``, what is written while held waits in it,
-    /// and leaves in one write(2) when released. Without one (TLS), TCP_CORK on its socket: what is written waits in the
-    /// kernel for a full segment, and leaves when uncorked (ignored by a socket that is not TCP).
+    /// and leaves in one write(2) when released. Without one (TLS), TCP_CORK on its socket: what is written waits in
+    /// the kernel for a full segment, and leaves when uncorked (ignored by a socket that is not TCP).
     func holdWrites(_ hold: Bool) {
         if let writer {
             writer.holding = hold
