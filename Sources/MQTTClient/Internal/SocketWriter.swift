@@ -33,9 +33,10 @@ final class SocketWriter: @unchecked Sendable {
         cmosquitto_writer_flush(writer, pointer)
     }
 
-    /// Whether bytes for `pointer`'s current socket wait in the writer.
-    func holdsBytes(for pointer: OpaquePointer) -> Bool {
-        cmosquitto_writer_pending(writer, pointer)
+    /// Whether bytes for `pointer`'s current socket wait in the writer because the socket could not take them: not
+    /// while the writes are held, when they wait by choice (and leave when the hold ends).
+    func holdsBytesBack(for pointer: OpaquePointer) -> Bool {
+        !holding && cmosquitto_writer_pending(writer, pointer)
     }
 
     /// A new connection: what an earlier one left is dropped.

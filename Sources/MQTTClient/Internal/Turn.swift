@@ -262,9 +262,9 @@ extension ClientCore {
     /// Whether either session's writer holds what its socket could not take yet (after the loop's batch released it):
     /// the socket is then to be watched for writing.
     var writesHeldBack: Bool {
-        if let writer, writer.holdsBytes(for: handle.pointer) { return true }
+        if let writer, writer.holdsBytesBack(for: handle.pointer) { return true }
         guard let publishing, let writer = publishing.writer else { return false }
-        return writer.holdsBytes(for: publishing.handle.pointer)
+        return writer.holdsBytesBack(for: publishing.handle.pointer)
     }
 
     /// The most acknowledgements a receiving session lets wait (``writesWait()``): half the
@@ -314,7 +314,7 @@ extension ClientCore {
     /// Whether the session has something to write: what libmosquitto has queued, or what its writer holds because the
     /// socket could not take it yet.
     var wantsToWrite: Bool {
-        mosquitto_want_write(handle.pointer) || writer?.holdsBytes(for: handle.pointer) == true
+        mosquitto_want_write(handle.pointer) || writer?.holdsBytesBack(for: handle.pointer) == true
     }
 
     /// Writes what libmosquitto has queued and what the writer holds, if anything; returns the code that ends the
@@ -330,7 +330,7 @@ extension ClientCore {
     /// written as it is, where two `setsockopt` calls would buy nothing. The read loop gathers a packet outside a held
     /// batch (alone, or a batch's first), never one inside it (docs/performance-history.md, "The read loop").
     func writeIfWanted(_ pointer: OpaquePointer, gathering: Bool = true) -> Int32? {
-        let held = writer?.holdsBytes(for: pointer) == true
+        let held = writer?.holdsBytesBack(for: pointer) == true
         guard held || mosquitto_want_write(pointer) else { return nil }
         if !held, writesWait() { return nil }
         let published = publishedSinceWrite.exchange(0, ordering: .relaxed)
