@@ -340,13 +340,21 @@ private struct HeldSubscriber {
     }
 
     /// Publishes `batch/first`, which holds the subscriber's network thread, then `messages`, and returns once the
-    /// subscriber's socket holds `bytes` of them (waiting there while the thread is held).
+    /// subscriber's socket holds `bytes` of them (waiting there while the thread is held). The thread stays held until
+    /// the test releases it (or this fails): a hold that ended by the clock while a loaded machine (the whole suite,
+    /// on two cores) was slow to deliver the batch let the subscriber read it as it came, and the socket never held it
+    /// (CI, 2026-11-30: the wait for the socket timed out).
     func publishWhileHeld(_ messages: [MQTTMessage], bytes: Int) async throws {
-        try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
-        try await withTimeout(.seconds(10), "the first message") { [handler] in await handler.waitUntilHeld() }
-        for message in messages { try publisher.client.publish(message) }
-        try await waitUntil("the batch in the subscriber's socket") { [broker] in
-            socketReceiveQueues(toPort: broker.port).contains { $0 >= bytes }
+        do {
+            try publisher.client.publish(MQTTMessage(topic: "batch/first", payload: [], qos: .atLeastOnce))
+            try await withTimeout(.seconds(30), "the first message") { [handler] in await handler.waitUntilHeld() }
+            for message in messages { try publisher.client.publish(message) }
+            try await waitUntil("the batch in the subscriber's socket", timeout: .seconds(30)) { [broker] in
+                socketReceiveQueues(toPort: broker.port).contains { $0 >= bytes }
+            }
+        } catch {
+            _ = handler.release()
+            throw error
         }
     }
 }
@@ -370,7 +378,8 @@ private final class TurnCountingHandler: MQTTClientHandler {
             return true
         }
         guard first else { return }
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Until released; the clock only keeps a test that never releases it from holding the thread for good.
+        let deadline = ContinuousClock.now + .seconds(120)
         while !state.withLock({ $0.released }), ContinuousClock.now < deadline { usleep(1000) }
     }
 
