@@ -10,11 +10,12 @@
 public final class MQTTLoopGroup: Sendable {
     private let loops: [NetworkLoop]
 
-    /// `count` loops (at least one): at most one per core the clients' work may use.
+    /// `count` loops (at least one): at most one per core the clients' work may use. Their threads are named
+    /// `mqtt-loop-1`, `mqtt-loop-2`, … (a client's own loop's `mqtt-loop`), which `top -H`, `ps -L` and profilers show.
     public init(count: Int) throws(MQTTError) {
         guard count >= 1 else { throw MQTTError.invalidArgument("a loop group needs at least one loop, not \(count)") }
         var loops: [NetworkLoop] = []
-        for _ in 0..<count { loops.append(try NetworkLoop()) }
+        for index in 1...count { loops.append(try NetworkLoop(name: "mqtt-loop-\(index)")) }
         self.loops = loops
     }
 

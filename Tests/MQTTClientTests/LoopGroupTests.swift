@@ -13,9 +13,16 @@ import Glibc
 /// its own handler) leaves the others running, and a loop whose clients all left starts again for the next.
 @Suite(.timeLimit(.minutes(2)))
 struct LoopGroupTests {
-    /// The threads handlers started on.
+    /// The threads handlers started on, and their names.
     final class ThreadSet: Sendable {
         let ids = Mutex<Set<UInt>>([])
+        let names = Mutex<Set<String>>([])
+
+        /// Records the calling thread.
+        func record() {
+            ids.withLock { _ = $0.insert(UInt(pthread_self())) }
+            names.withLock { _ = $0.insert(currentThreadName()) }
+        }
     }
 
     /// Echoes `loop/<n>/in` to `loop/<n>/out` through a publishing session, recording on which thread it ran; closes its
@@ -32,7 +39,7 @@ struct LoopGroupTests {
         }
 
         func started() {
-            threads.ids.withLock { _ = $0.insert(UInt(pthread_self())) }
+            threads.record()
         }
 
         func received(_ message: MQTTMessage) {
@@ -82,8 +89,9 @@ struct LoopGroupTests {
         try await watcher.connect()
         try await watcher.subscribe("loop/+/out")
 
-        // Forty clients, two threads.
+        // Forty clients, two threads, named for the group's loops (what `top -H` and a profiler show).
         #expect(threads.ids.withLock { $0.count } == 2)
+        #expect(threads.names.withLock { $0 } == ["mqtt-loop-1", "mqtt-loop-2"])
         // Each message is echoed by its own client, and only by it; published from this task (another thread than
         // the loops': each publish wakes its client's loop).
         for (number, (client, _)) in echoes.enumerated() {
@@ -128,6 +136,19 @@ struct LoopGroupTests {
         await watcher.client.close()
     }
 
+    /// A client made without a group runs on a thread of its own, named for its loop: not its creator's name (a
+    /// cooperative-pool or dispatch thread's, "…root.default-qos", which a bridge's busiest thread showed before).
+    @Test func aClientAlonesThreadIsNamedForItsLoop() async throws {
+        let broker = try await MosquittoBroker()
+        let threads = ThreadSet()
+        let client = try TestClient(broker)
+        try client.client.start(onEvent: { if case .connected = $0 { threads.record() } }, onMessage: { _ in })
+        try await withTimeout(.seconds(10), "connecting") { try await client.client.waitUntilConnected() }
+        try await waitUntil("the connected event") { !threads.names.withLock { $0.isEmpty } }
+        #expect(threads.names.withLock { $0 } == ["mqtt-loop"])
+        await client.client.close()
+    }
+
     @Test func aGroupNeedsALoop() {
         #expect(throws: MQTTError.self) { try MQTTLoopGroup(count: 0) }
     }
@@ -139,4 +160,10 @@ struct LoopGroupTests {
             try await Task.sleep(for: .milliseconds(10))
         }
     }
+}
+
+/// The calling thread's name, as the system shows it (/proc/thread-self/comm).
+private func currentThreadName() -> String {
+    let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return name.trimmingCharacters(in: .newlines)
 }

@@ -39,7 +39,12 @@ final class NetworkLoop: Sendable {
 
     private static let pipeToken = UInt64.max
 
-    init() throws(MQTTError) {
+    /// The name of the loop's thread.
+    private let name: String
+
+    /// A loop whose thread is named `name` (``NetworkThread/start(named:_:)``).
+    init(name: String = "mqtt-loop") throws(MQTTError) {
+        self.name = name
         wakePipe = try WakePipe()
         let poller = try Poller()
         poller.watch(.init(descriptor: wakePipe.readEnd, read: true, write: false), token: Self.pipeToken, registered: false)
@@ -75,7 +80,7 @@ final class NetworkLoop: Sendable {
             return
         }
         do {
-            try NetworkThread.start { self.run() }.detach()
+            try NetworkThread.start(named: name) { self.run() }.detach()
         } catch {
             shared.withLock { shared in
                 shared.joining.removeAll { $0 === core }
