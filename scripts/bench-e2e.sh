@@ -162,8 +162,6 @@ echo "columns: cpu_us and broker_us are the relay's or bridge's and the broker's
 printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s %6s %8s\n' round side \
     'results/s' 'cpu_us' 'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' \
     'paced_cpu' 'paced_brk' 'steal%' 'win_p99'
-# disturbed_by STEAL: the hypervisor took more than STEAL_MAX% (never, with STEAL_MAX empty).
-disturbed_by() { [ -n "$steal_max" ] && awk -v s="$1" -v m="$steal_max" 'BEGIN { exit !(s > m) }'; }
 
 paced_rate=
 if [ "$calibrate" != 0 ]; then
@@ -180,7 +178,7 @@ if [ "$calibrate" != 0 ]; then
         echo "calibration $i: the relay's flood $(json "$flood" '.throughput | floor') results/s (steal $steal%)"
         try=$((try + 1))
         # As a round: a flood the hypervisor took more than STEAL_MAX% of is measured again.
-        if [ "$try" -le "$retries" ] && disturbed_by "$steal"; then
+        if [ "$try" -le "$retries" ] && disturbed_by "$steal" "$steal_max"; then
             echo "calibration $i: the hypervisor took more than $steal_max%: measured again"
             continue
         fi
@@ -232,7 +230,7 @@ while [ "$round" -le "$rounds" ]; do
         rows+=("$(IFS=$'\t'; echo "${row[*]}")")
         printf '%-5s %-6s %10s %8.2f %9.2f %9.3f %9.3f %8s %8.3f %8.3f %5s %4s %4s %7s %10.2f %9.2f %6s %8.3f\n' \
             "${row[@]}"
-        if disturbed_by "$steal"; then
+        if disturbed_by "$steal" "$steal_max"; then
             disturbed="$disturbed $side ($steal%)"
         fi
     done

@@ -14,6 +14,9 @@
 # steal_percent BEFORE AFTER
 #   The share of the machine's time the hypervisor took (steal) between two machine_ticks: a shared VM's vCPUs stop
 #   now and then, and whatever runs then (often the broker) looks as if it ran for the whole pause.
+# disturbed_by STEAL MAX
+#   Whether the hypervisor took more than MAX% (a steal_percent) during a measurement: never when MAX is empty. The
+#   benchmarks measure such a round again (STEAL_MAX, RETRIES).
 # relay_home_automation BRIDGE_ARG...
 #   Prints --home-automation (for Benchmarks/Relay: the views and events the bridge publishes for home automation)
 #   unless the bridge's arguments turn home automation off, so that both sides publish the same messages.
@@ -63,3 +66,5 @@ steal_percent() {
     awk -v steal=$((after[0] - before[0])) -v total=$((after[1] - before[1])) \
         'BEGIN { printf "%.1f", (total > 0 ? 100 * steal / total : 0) }'
 }
+
+disturbed_by() { [ -n "$2" ] && awk -v s="$1" -v m="$2" 'BEGIN { exit !(s > m) }'; }
