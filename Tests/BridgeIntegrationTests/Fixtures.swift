@@ -99,8 +99,9 @@ final class Peer: Sendable {
 
     /// Waits until `count` messages arrived on `topic`, and returns them.
     /// (A generous default: what must arrive costs nothing to wait for, and a machine running every suite at once is
-    /// slow.)
-    func waitFor(_ count: Int, on topic: String, timeout: Duration = .seconds(15)) async throws -> [MQTTMessage] {
+    /// slow: under `make test-stress`, a bridge just started had not said it was online after 15 s, the default
+    /// until 2026-11-30.)
+    func waitFor(_ count: Int, on topic: String, timeout: Duration = .seconds(30)) async throws -> [MQTTMessage] {
         let deadline = ContinuousClock.now + timeout
         while true {
             let messages = messages(on: topic)
