@@ -106,9 +106,9 @@ import TestSupport
             case .expect(let topic, let pairs):
                 // The next message on `topic` that shows every pair the README shows.
                 // What must come costs nothing to wait for: a bound generous for a machine running every suite.
-                let deadline = ContinuousClock.now + .seconds(15)
+                let deadline = ContinuousClock.now + .seconds(30)
                 var found = false
-                while !found && ContinuousClock.now < deadline {
+                while true {
                     let messages = observer.messages(on: topic)
                     for (offset, message) in messages.enumerated().dropFirst(consumed[topic, default: 0]) {
                         let text = String(decoding: message.payload, as: UTF8.self)
@@ -118,7 +118,10 @@ import TestSupport
                             break
                         }
                     }
-                    if !found { try await Task.sleep(for: .milliseconds(20)) }
+                    // Looked at once more after the deadline: a task that could not run for a while (a loaded
+                    // machine) must not miss what arrived meanwhile.
+                    guard !found, ContinuousClock.now < deadline else { break }
+                    try await Task.sleep(for: .milliseconds(20))
                 }
                 #expect(found, "README promises on \(topic): \(pairs); got \(observer.messages(on: topic).map { String(decoding: $0.payload, as: UTF8.self) })")
             }

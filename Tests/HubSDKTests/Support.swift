@@ -278,8 +278,10 @@ final class TestHub: @unchecked Sendable {
     /// Waits for the completion of `token`.
     func completion(_ token: Int, timeout: Duration = .seconds(20)) async throws -> Completion {
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        // Looked at once more after the deadline: a task that could not run for a while must not miss what came.
+        while true {
             if let done = recorder.completions.withLock({ $0.first { $0.token == token } }) { return done }
+            guard ContinuousClock.now < deadline else { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         throw TestFailure("\(id): no completion for request \(token) within \(timeout)")
