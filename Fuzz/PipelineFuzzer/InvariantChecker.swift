@@ -247,7 +247,7 @@ final class InvariantChecker: MessagePublisher {
         case .controlsResult, .controls, .bridgeAvailability:
             check(false, "published on a topic it only reads or another connection writes", state, message)
 
-        case .telemetry, .hubStatus, .sourceState, .bridgeStatus:
+        case .telemetry, .hubStatus, .sourceState, .bridgeStatus, .bridgeLayout:
             check(false, "published on a topic the bridge only reads, or the service's own", state, message)
         }
     }

@@ -66,6 +66,9 @@ public final class AccessoryBridgeService: Service {
         let statuses = BridgeStatuses(root: root, format: configuration.payloadFormat, version: configuration.version)
         let will = statuses.status(online: false, since: startedAt)
         var online = [statuses.status(online: true, since: startedAt)]
+        if let layout = statuses.layout(of: slot, under: configuration.topicRoot) {
+            online.append(layout)
+        }
         if configuration.publishingSession {
             // What the bridge publishes leaves through a session of its own, so that the bridge can stop reading while
             // the broker is slower than the telemetry: what it does not read waits at the broker, in its persistent
@@ -331,6 +334,17 @@ struct BridgeStatuses: Sendable {
         let status = BridgeStatus(online: online, version: version, since: since)
         return MQTTMessage(
             topic: Topic.bridgeStatus.name(under: root), payload: WireCodec().encode(status, as: format),
+            qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
+    }
+
+    /// `R/bridge/layout` under the cluster's root, retained, for hubs that read their slot count: a single bridge's (no
+    /// slots), or a cluster's from the owner of its slot 0 (one writer, on each connection of that slot); `nil` for
+    /// the other slots. It has no will: the layout stays when the bridge goes.
+    func layout(of slot: ServedSlot?, under root: TopicRoot) -> MQTTMessage? {
+        guard slot.map({ $0.slot.number == 0 }) ?? true else { return nil }
+        let layout = BridgeLayout(slots: slot?.slot.slots, version: version)
+        return MQTTMessage(
+            topic: Topic.bridgeLayout.name(under: root), payload: WireCodec().encode(layout, as: format),
             qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
     }
 

@@ -51,9 +51,9 @@ extension MessageProcessor {
         case .controls(let accessory):
             metrics.received["controls"]?.increment()
             controls(message, accessory: accessory)
-        case .result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .controlsResult,
-            .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView, .headTracking,
-            .hostHeadTracking, .frames:
+        case .result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .bridgeLayout,
+            .controlsResult, .accessoryView, .accessoryEvents, .hubAvailability, .bridgeAvailability, .bridgeView,
+            .headTracking, .hostHeadTracking, .frames:
             logger.debug("ignored a message the bridge does not consume", metadata: ["mqtt.topic": "\(message.topic)"])
         }
     }

@@ -40,11 +40,8 @@ struct TopicRoots: Sendable {
         }
     }
 
-    /// The name of `topic`: under `sources` for a playing device's, else under `root`.
+    /// The name of `topic`: under `root` for a slot's kind, else (a playing device's, the layout) under `sources`.
     func name(_ topic: Topic) -> String {
-        switch topic.kind {
-        case .sourceState, .sourceCommands, .hostHeadTracking, .frames: topic.name(under: sources)
-        default: topic.name(under: root)
-        }
+        topic.name(under: topic.kind.isSlotted ? root : sources)
     }
 }

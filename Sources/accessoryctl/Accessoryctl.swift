@@ -22,7 +22,7 @@ struct Accessoryctl: AsyncParsableCommand {
         version: Release.version,
         subcommands: [
             Pair.self, Unpair.self, Register.self, Place.self, Sources.self, Update.self, State.self, Source.self,
-            Host.self, Switching.self, Pin.self, Watch.self, Roles.self, Slot.self,
+            Host.self, Switching.self, Pin.self, Watch.self, Layout.self, Roles.self, Slot.self,
         ])
 
     static func main() async {

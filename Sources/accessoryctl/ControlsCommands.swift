@@ -18,7 +18,8 @@ struct Switching: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await connection.runControls(AccessoryControls(automaticSwitching: switching == .on), for: accessory.id)
+        try await connection.resolvingLayout().runControls(
+            AccessoryControls(automaticSwitching: switching == .on), for: accessory.id)
     }
 }
 
@@ -44,7 +45,7 @@ struct Pin: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await connection.runControls(AccessoryControls(pin: source.pin), for: accessory.id)
+        try await connection.resolvingLayout().runControls(AccessoryControls(pin: source.pin), for: accessory.id)
     }
 }
 

@@ -35,6 +35,8 @@ enum Describe {
             case .bridgeStatus:
                 let status = try codec.decode(BridgeStatus.self, from: payload, format: format)
                 return "bridge  \(status.online ? "online" : "offline") \(status.version)"
+            case .bridgeLayout:
+                return layout(try codec.decode(BridgeLayout.self, from: payload, format: format))
             case .sourceState(let source):
                 let report = try codec.decode(SourceReport.self, from: payload, format: format)
                 return "source  \(source) \(report.activity.map(\.description) ?? "-")"
@@ -70,6 +72,11 @@ enum Describe {
         }
     }
 
+
+    /// `layout  64 slots (bridge 0.1.0)`, or `layout  a single bridge (bridge 0.1.0)`.
+    static func layout(_ layout: BridgeLayout) -> String {
+        "layout  \(layout.slots.map(\.description) ?? "a single bridge") (bridge \(layout.version))"
+    }
 
     /// `activated 0f3c… on 12:34:56:78:9A:BC, head tracking on (routed) #1795…`.
     static func headTracking(_ event: HeadTrackingEvent) -> String {

@@ -1,3 +1,4 @@
+import AccessoryControl
 import AccessoryModel
 import AccessoryWire
 import ArgumentParser
@@ -84,6 +85,7 @@ struct State: AsyncParsableCommand {
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
 
     func run() async throws {
+        let connection = try await connection.resolvingLayout()
         let topic = try connection.filter(.accessoryState).replacingOccurrences(
             of: "/accessories/+/", with: "/accessories/\(accessory.id)/")
         var found = false
@@ -155,8 +157,10 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Exit after this many messages (default: run until interrupted).") var count: Int?
 
     func run() async throws {
+        let connection = try await connection.resolvingLayout()
         var kinds: [Topic.Kind] = [
-            .sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus, .headTracking, .hostHeadTracking,
+            .sourceCommands, .result, .accessoryState, .hubStatus, .bridgeStatus, .bridgeLayout, .headTracking,
+            .hostHeadTracking,
         ]
         if all { kinds += [.telemetry, .sourceState] }
         var seen = 0
@@ -165,5 +169,29 @@ struct Watch: AsyncParsableCommand {
             seen += 1
             return count.map { seen < $0 } ?? true
         }
+    }
+}
+
+struct Layout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print how the bridge lays out the hubs' topics: a single bridge, or a cluster's slot count.",
+        discussion: """
+            The bridge retains its layout on R/bridge/layout (docs/scale-out.md, "The layout hubs read"): what \
+            `--slots bridge` reads, and what the C SDK's AUDIOHUB_SLOTS_FROM_BRIDGE follows.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let root = try connection.root
+        let mqtt = try connection.mqtt(clientID: ConnectionOptions.clientID("layout"))
+        let layout = try await connection.connecting {
+            try await BridgeLayout.read(
+                mqtt: mqtt, topicRoot: root, timeout: connection.patience, logger: ConnectionOptions.logger)
+        }
+        guard let layout else {
+            throw fail("no bridge's layout on \(Topic.bridgeLayout.name(under: root)) within \(connection.timeout) s")
+        }
+        print(Describe.layout(layout))
     }
 }

@@ -36,8 +36,11 @@ struct ConnectionOptions: ParsableArguments {
     var timeout: Double = 5
 
     @Option(
-        help: "A cluster of bridges' number of slots: hubs' and accessories' topics are then under R/slots/{slot} (see `accessoryctl slot`).")
-    var slots: Int?
+        help: ArgumentHelp(
+            "A cluster of bridges' number of slots: hubs' and accessories' topics are then under R/slots/{slot} (see "
+                + "`accessoryctl slot`); `bridge`: the count the bridge's layout says (`accessoryctl layout`).",
+            valueName: "count|bridge"))
+    var slots: SlotsArgument?
 
     /// ``timeout`` as a duration.
     var patience: Duration { .milliseconds(Int64(timeout * 1000)) }
@@ -51,15 +54,32 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    /// The cluster's slots, with `--slots`.
+    /// The cluster's slots, with `--slots` (`bridge`: once ``resolvingLayout()`` read them).
     var clusterSlots: ClusterSlots? {
         get throws {
-            guard let slots else { return nil }
-            guard let clusterSlots = ClusterSlots(slots) else {
-                throw ValidationError("--slots must be a number \(ClusterSlots.range), not \(slots)")
+            switch slots {
+            case nil, .singleBridge?: return nil
+            case .count(let count)?: return count
+            case .bridge?: throw ValidationError("--slots bridge: the bridge's layout was not read")
             }
-            return clusterSlots
         }
+    }
+
+    /// These options with `--slots bridge` replaced by the count the bridge's retained layout says (a command
+    /// that reads or writes a hub's or an accessory's topics calls it first).
+    func resolvingLayout() async throws -> ConnectionOptions {
+        guard case .bridge? = slots else { return self }
+        let mqtt = try mqtt(clientID: ConnectionOptions.clientID("layout"))
+        let root = try root
+        let layout = try await connecting {
+            try await BridgeLayout.read(mqtt: mqtt, topicRoot: root, timeout: patience, logger: Self.logger)
+        }
+        guard let layout else {
+            throw fail("--slots bridge: no bridge's layout on \(Topic.bridgeLayout.name(under: root)) within \(timeout) s")
+        }
+        var resolved = self
+        resolved.slots = layout.slots.map { .count($0) } ?? .singleBridge
+        return resolved
     }
 
     /// The filter of every topic of `kind`: in a cluster, the hubs' and accessories' under every slot's root.
@@ -139,6 +159,7 @@ struct HubOptions: ParsableArguments {
     /// Connects as the hub, runs `body`, prints the outcome; an AudioAccessoryKit error exits with status 1.
     func run(_ body: (AccessoryHub) async throws(AccessoryControlError) -> Void) async throws {
         guard let hubID = HubID(hub) else { throw ValidationError("--hub must be \(IdentifierGrammar.description)") }
+        let connection = try await connection.resolvingLayout()
         var options = AccessoryHub.Options()
         options.topicRoot = try connection.root
         options.slots = try connection.clusterSlots
@@ -202,6 +223,24 @@ struct CapabilitiesArgument: ExpressibleByArgument {
 }
 
 /// `on` or `off`: the person's Head Tracking setting on a playing device.
+/// `--slots`: a count, or `bridge` (read from the bridge's layout).
+enum SlotsArgument: ExpressibleByArgument {
+    case count(ClusterSlots)
+    case bridge
+    /// What `bridge` resolved to when the layout says a single bridge.
+    case singleBridge
+
+    init?(argument: String) {
+        if argument == "bridge" {
+            self = .bridge
+        } else if let count = Int(argument).flatMap(ClusterSlots.init) {
+            self = .count(count)
+        } else {
+            return nil
+        }
+    }
+}
+
 enum SwitchArgument: String, ExpressibleByArgument, CaseIterable {
     case on, off
 

@@ -48,7 +48,7 @@ struct options {
     double drain;
     long timeout_ms;
     long timeout_max_ms;
-    long slots;      /* 0: a single bridge */
+    long slots;      /* 0: a single bridge; AUDIOHUB_SLOTS_FROM_BRIDGE until the first hub read the layout */
     long households; /* 0: none (any accessory may list any device) */
     long shared_devices; /* with households: devices every household lists */
     bool json;

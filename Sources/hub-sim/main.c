@@ -21,7 +21,8 @@
  *    name, hardware capabilities, configuration, last sequence, last error), and checks that no playing device is
  *    routed to two accessories.
  * --slots S talks to a cluster of bridges with S slots (docs/scale-out.md): each hub's topics are under its slot's
- *    root, the devices' fence goes to every slot, and the states are read under every slot.
+ *    root, the devices' fence goes to every slot, and the states are read under every slot. --slots bridge: the hubs
+ *    read the count from the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE), and hub-sim takes the first hub's.
  * --households K groups the hubs into K households (routing domains: hub h is "{prefix}-home{h mod K}--hub-{h}") and
  *    the devices with them: an accessory lists only its household's devices, which its household's other hubs share.
  *    Without it, every accessory may list any device.
@@ -81,8 +82,31 @@ void hub_name(const struct sim *sim, long hub, char *out, size_t size)
     }
 }
 
+/* --slots bridge: the slot count the first hub read from the bridge's layout, for the devices' fence and --verify
+ * (within 30 s; the hubs follow the layout on their own). */
+static bool learn_slots(struct sim *sim)
+{
+    for (int i = 0; i < 3000; i++) {
+        long slots = audiohub_slots(sim->hubs[0]);
+        if (slots >= 0) {
+            sim->opt.slots = slots;
+            if (!sim->opt.quiet) {
+                fprintf(stderr, "hub-sim: the bridge's layout: %ld slots\n", slots);
+            }
+            return true;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "hub-sim: no bridge's layout under %s/bridge/layout within 30 s: is a bridge running there?\n",
+            sim->opt.topic_root);
+    return false;
+}
+
 static bool start_hubs(struct sim *sim)
 {
+    if (sim->hubs != NULL) {
+        return true; /* started already, to read the layout */
+    }
     sim->hubs = calloc((size_t)sim->opt.hubs, sizeof *sim->hubs);
     if (sim->hubs == NULL) {
         return false;
@@ -160,6 +184,9 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int status = 1;
+    if (sim.opt.slots == AUDIOHUB_SLOTS_FROM_BRIDGE && (!start_hubs(&sim) || !learn_slots(&sim))) {
+        goto out;
+    }
     if (!make_fence_hubs(&sim)) {
         fprintf(stderr, "hub-sim: out of memory\n");
         goto out;

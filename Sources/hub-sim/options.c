@@ -17,7 +17,8 @@ static void usage(FILE *out)
             "               [--rate 0 (flood) | N requests/s] [--seconds 10 | --rounds N] [--drain 60]\n"
             "               [--scenario mixed|placement|sources|calls] [--devices D] [--prefix sim]\n"
             "               [--timeout-ms 1000] [--timeout-max-ms 5000] [--ca-file FILE] [--seed N]\n"
-            "               [--slots S (a cluster of bridges with S slots)] [--households K [--shared-devices N]]\n"
+            "               [--slots S|bridge (a cluster of bridges with S slots; bridge: the bridge's layout says)]\n"
+            "               [--households K [--shared-devices N]]\n"
             "               [--head-tracking HZ (frames/s per accessory in a head-tracking session)]\n"
             "               [--verify] [--json] [--quiet] [--svg FILE [--sweep R1,R2,...]]\n");
 }
@@ -130,7 +131,8 @@ bool parse_options(int argc, char **argv, struct options *opt)
         } else if (strcmp(name, "--timeout-max-ms") == 0) {
             ok = parse_long(value, 1, 3600000, &opt->timeout_max_ms);
         } else if (strcmp(name, "--slots") == 0) {
-            ok = parse_long(value, 0, 4096, &opt->slots);
+            ok = strcmp(value, "bridge") == 0 ? (opt->slots = AUDIOHUB_SLOTS_FROM_BRIDGE, true)
+                                              : parse_long(value, 0, 4096, &opt->slots);
         } else if (strcmp(name, "--households") == 0) {
             ok = parse_long(value, 0, 65536, &opt->households);
         } else if (strcmp(name, "--head-tracking") == 0) {

@@ -283,6 +283,12 @@ extension Diagnostic {
         #expect(try c.decode(HubStatus.self, from: c.encode(hub, as: format), format: format) == hub)
         let bridge = BridgeStatus(online: false, since: Self.now)
         #expect(try c.decode(BridgeStatus.self, from: c.encode(bridge, as: format), format: format) == bridge)
+        for layout in [BridgeLayout(slots: nil), BridgeLayout(slots: ClusterSlots(12)!)] {
+            let payload = c.encode(layout, as: format)
+            // Never empty: an empty retained message deletes the retained one.
+            #expect(!payload.isEmpty)
+            #expect(try c.decode(BridgeLayout.self, from: payload, format: format) == layout)
+        }
         let rebirth = RebirthRequest(accessory: AccessoryID("hp")!, lastSequence: 41, receivedSequence: 44)
         #expect(rebirth.reason.contains("2 messages missing"))
         #expect(try c.decode(RebirthRequest.self, from: c.encode(rebirth, as: format), format: format) == rebirth)
@@ -335,5 +341,13 @@ extension Diagnostic {
         }
         #expect(error?.kind == .invalidValue)
         #expect(error?.reason.contains("9, which is not a known Activity") == true)
+    }
+
+    @Test func aLayoutOfMoreSlotsThanAClusterMayHaveIsAnInvalidValue() {
+        let error = #expect(throws: WireError.self) {
+            try Self.codec.decode(BridgeLayout.self, from: Array(#"{"slots": 4097}"#.utf8), format: .json)
+        }
+        #expect(error?.kind == .invalidValue)
+        #expect(error?.reason.contains("0 (a single bridge) or 1-4096, not 4097") == true)
     }
 }

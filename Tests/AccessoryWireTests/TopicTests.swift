@@ -18,6 +18,7 @@ import Testing
         (.sourceState(source: source), "audio/sources/123456789abc/state"),
         (.sourceCommands(source: source), "audio/sources/123456789abc/commands"),
         (.bridgeStatus, "audio/bridge/status"),
+        (.bridgeLayout, "audio/bridge/layout"),
         (.controls(accessory: accessory), "audio/accessories/Headphones_2/controls"),
         (.controlsResult(accessory: accessory), "audio/accessories/Headphones_2/controls/result"),
         (.accessoryView(accessory: accessory), "audio/accessories/Headphones_2/view"),
@@ -48,7 +49,7 @@ import Testing
             "audio/hubs/+/rebirth", "audio/hubs/+/responses/#", "audio/accessories/+/state", "audio/sources/+/state",
             "audio/sources/+/commands", "audio/bridge/status", "audio/accessories/+/controls",
             "audio/accessories/+/controls/result", "audio/accessories/+/view", "audio/accessories/+/events",
-            "audio/hubs/+/availability", "audio/bridge/availability", "audio/bridge/view",
+            "audio/hubs/+/availability", "audio/bridge/availability", "audio/bridge/view", "audio/bridge/layout",
             "audio/hubs/+/accessories/+/headtracking", "audio/sources/+/headtracking", "audio/sources/+/frames/+/+",
         ])
         for (topic, _) in Self.topics {
@@ -106,8 +107,14 @@ import Testing
         let hub = BrokerRole.hub(Self.hub, root: .default)
         #expect(hub.writes.contains("audio/slots/+/hubs/hub-1/accessories/+/telemetry"))
         #expect(hub.writes.contains("audio/hubs/hub-1/accessories/+/telemetry"))
+        // Its own topics, and the bridge's layout (the same for every hub: it says how many slots there are).
+        #expect(hub.reads.contains("audio/bridge/layout"))
         #expect(
-            (hub.writes + hub.reads).allSatisfy { $0.contains("/hubs/hub-1/") || $0.contains("/frames/hub-1/") }, "\(hub)")
+            (hub.writes + hub.reads).allSatisfy {
+                $0.contains("/hubs/hub-1/") || $0.contains("/frames/hub-1/") || $0 == "audio/bridge/layout"
+            }, "\(hub)")
+        #expect(!BrokerRole.bridge(root: .default, homeAssistantPrefix: "homeassistant").writes.contains(
+            "audio/slots/+/bridge/layout"))
         let bridge = BrokerRole.bridge(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(bridge.reads.contains("audio/slots/+/hubs/+/accessories/+/telemetry"))
         #expect(bridge.writes.contains("audio/slots/+/accessories/+/state"))

@@ -233,6 +233,12 @@ enum WireSamples {
         $0.sinceUnixMs = 1_763_790_000_123
     }
 
+    /// A `BridgeLayout` of a cluster of 4,096 slots (the most: a two-byte varint).
+    static let bridgeLayout = Audioaccessory_V1_BridgeLayout.with {
+        $0.slots = 4096
+        $0.version = "1.4.0-beta.2"
+    }
+
     /// A `RebirthRequest`, bridge -> hub, after a gap; its received sequence is 2⁶³.
     static let rebirthRequest = Audioaccessory_V1_RebirthRequest.with {
         $0.accessoryID = accessoryID
@@ -259,6 +265,7 @@ enum WireSamples {
         ("switch_command", switchCommand),
         ("hub_status", hubStatus),
         ("bridge_status", bridgeStatus),
+        ("bridge_layout", bridgeLayout),
         ("rebirth_request", rebirthRequest),
         ("accessory_controls", accessoryControls),
         ("head_tracking_session", headTrackingSession),

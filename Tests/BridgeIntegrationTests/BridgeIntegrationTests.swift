@@ -334,7 +334,7 @@ import TestSupport
         let watchLog = broker.directory.appendingPathComponent("watch.log")
         let watch = try ChildProcess(
             executable: try BuiltProducts.path("accessoryctl"),
-            arguments: ["watch", "--count", "6", "--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: watchLog.path)
+            arguments: ["watch", "--count", "7", "--broker", "mqtt://127.0.0.1:\(broker.port)"], outputPath: watchLog.path)
         // Its subscriptions are in place once it printed the retained messages of its last ones (its output goes out
         // line by line). Not the broker's log: the bridge subscribes to the same filters.
         try await waitUntil("watch printing the retained bridge status") {
@@ -350,8 +350,14 @@ import TestSupport
         let watched = try String(contentsOf: watchLog, encoding: .utf8)
         #expect(watched.contains("state   buds, hub hub-1, registered, [.audioSwitching]"), "\(watched)")
         #expect(watched.contains("result  hub-1/buds"), "\(watched)")
+        #expect(watched.contains("layout  a single bridge (bridge \(Release.version))"), "\(watched)")
         (status, output) = try await accessoryctl("state", "buds")
         #expect(output.contains("sources [12:34:56:78:9A:BC]"), "\(output)")
+        // The bridge's layout, and --slots bridge reading it: a single bridge's topics are under the root.
+        (status, output) = try await accessoryctl("layout")
+        #expect(status == 0 && output == "layout  a single bridge (bridge \(Release.version))\n", "\(output)")
+        (status, output) = try await accessoryctl("state", "buds", "--slots", "bridge")
+        #expect(status == 0 && output.contains("sources [12:34:56:78:9A:BC]"), "\(output)")
 
         // source: the phone starts media; buds (no .placement: worn while it has a source) get it.
         (status, output) = try await accessoryctl("source", "12:34:56:78:9A:BC", "--activity", "media", "--count", "1")

@@ -109,7 +109,10 @@ import Darwin
         // hub-1 also asks for everything of hub-2's: the subscription is granted, and nothing comes through it.
         let hub1 = try await Client(
             Self.hub1, on: secure, subscribe: ["audio/hubs/hub-1/accessories/+/result", "audio/hubs/hub-2/#"])
-        let hub2 = try await Client(Self.hub2, on: secure, subscribe: ["audio/hubs/hub-2/accessories/+/result"])
+        // hub-2 also reads the bridge's layout, as a hub that is not told the slot count does.
+        let hub2 = try await Client(
+            Self.hub2, on: secure, subscribe: ["audio/hubs/hub-2/accessories/+/result", "audio/bridge/layout"])
+        _ = try await hub2.waitFor(1, on: "audio/bridge/layout")
 
         #expect(try await hub2.request(.paired(name: "Speaker", model: "", hardwareCapabilities: .all), accessory: "speaker").error == .none)
         try await hub1.setUp("earbuds", primary: Self.source1)
@@ -120,6 +123,8 @@ import Darwin
         try hub1.sendTelemetry(.paired(name: "Stolen", model: "", hardwareCapabilities: .all), hub: Self.hub2, accessory: "stolen")
         try hub1.publish("audio/hubs/hub-2/status", Self.hubStatus(online: false), retain: true)
         try hub1.publish(Self.commandsTopic(Self.source1), Array(#"{"action": "ACTION_PAUSE"}"#.utf8))
+        // And it lays out every hub anew: a layout of 12 slots would move every hub that follows it.
+        try hub1.publish("audio/bridge/layout", Array(#"{"slots": 12}"#.utf8), retain: true)
 
         // mosquitto handles hub-1's packets in order, and the bridge its messages: once hub-1 has the answer to this,
         // the bridge has handled whatever of the above reached it.
@@ -130,6 +135,10 @@ import Darwin
         #expect(registered.error == .none, "\(registered.message)")
         #expect(hub2.messages(on: "audio/hubs/hub-2/accessories/speaker/result").count == 2)
         #expect(hub2.messages(on: "audio/hubs/hub-2/accessories/stolen/result").isEmpty)
+        let layouts = try hub2.messages(on: "audio/bridge/layout").map {
+            try Self.codec.decode(BridgeLayout.self, from: $0.payload, format: .protobuf)
+        }
+        #expect(layouts.count == 1 && layouts.allSatisfy { $0.slots == nil }, "the bridge's only")
         // The bridge publishes states in order: the speaker's registration comes after anything caused above.
         let speaker = try await observer.waitForState(of: "speaker") { $0.registration == .registered }
         #expect(!speaker.stale)
@@ -208,7 +217,7 @@ import Darwin
         // states.
         let automation = try await Client(Self.homeAutomation, on: secure, subscribe: ["audio/#"])
         let retained = [
-            "audio/bridge/status", "audio/hubs/hub-1/status", Self.stateTopic("headphones"),
+            "audio/bridge/status", "audio/bridge/layout", "audio/hubs/hub-1/status", Self.stateTopic("headphones"),
             Topic.sourceState(source: Self.source1).name(under: .default),
         ]
         for topic in retained { _ = try await automation.waitFor(1, on: topic) }

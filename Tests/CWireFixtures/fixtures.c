@@ -338,6 +338,13 @@ static size_t pack_bridge_status(uint8_t *out, size_t capacity) {
     PACK_CHECKED(audioaccessory__v1__bridge_status, &status);
 }
 
+static size_t pack_bridge_layout(uint8_t *out, size_t capacity) {
+    Audioaccessory__V1__BridgeLayout layout = AUDIOACCESSORY__V1__BRIDGE_LAYOUT__INIT;
+    layout.slots = 4096;
+    layout.version = "1.4.0-beta.2";
+    PACK_CHECKED(audioaccessory__v1__bridge_layout, &layout);
+}
+
 static size_t pack_rebirth_request(uint8_t *out, size_t capacity) {
     Audioaccessory__V1__RebirthRequest request = AUDIOACCESSORY__V1__REBIRTH_REQUEST__INIT;
     request.accessory_id = (char *)ACCESSORY_ID;
@@ -372,6 +379,7 @@ static const struct {
     {"switch_command", pack_switch_command},
     {"hub_status", pack_hub_status},
     {"bridge_status", pack_bridge_status},
+    {"bridge_layout", pack_bridge_layout},
     {"rebirth_request", pack_rebirth_request},
     {"accessory_controls", pack_accessory_controls},
     {"head_tracking_session", pack_head_tracking_session},
@@ -404,6 +412,7 @@ static const ProtobufCMessageDescriptor *const DESCRIPTORS[] = {
     &audioaccessory__v1__switch_command__descriptor,
     &audioaccessory__v1__hub_status__descriptor,
     &audioaccessory__v1__bridge_status__descriptor,
+    &audioaccessory__v1__bridge_layout__descriptor,
     &audioaccessory__v1__rebirth_request__descriptor,
     &audioaccessory__v1__accessory_controls__descriptor,
     &audioaccessory__v1__audio_component_description__descriptor,
@@ -427,6 +436,7 @@ static const char *const MESSAGE_NAMES[] = {
     "audioaccessory.v1.SwitchCommand",
     "audioaccessory.v1.HubStatus",
     "audioaccessory.v1.BridgeStatus",
+    "audioaccessory.v1.BridgeLayout",
     "audioaccessory.v1.RebirthRequest",
     "audioaccessory.v1.AccessoryControls",
     "audioaccessory.v1.AudioComponentDescription",

@@ -1,14 +1,25 @@
+import AccessoryControl
+import AccessoryModel
+import AccessoryWire
+import Logging
+import MQTTClient
 import Testing
 import TestSupport
 
-/// The cluster's first member records its slot count in etcd; a member started with another leaves at once, with an
-/// error that names both, and the members that serve are not disturbed.
+/// The cluster's first member records its slot count in etcd, and the owner of slot 0 retains it as the layout hubs
+/// read; a member started with another count leaves at once, with an error that names both, and the members that
+/// serve are not disturbed.
 @Suite struct SlotCountTests {
     @Test func aMemberGivenAnotherSlotCountRefusesToJoinAndTheOthersServeOn() async throws {
         let members = MemberProcesses(
             etcd: try await EtcdServer(), broker: try await MosquittoBroker(), cluster: "count", slots: 12)
         try members.start("m1")
         try await waitUntil("m1 serves its 12 slots", timeout: .seconds(30)) { members.owners().count == 12 }
+        // The owner of slot 0 retains the cluster's layout, for hubs and tools that are not told the count.
+        var mqtt = MQTTConfiguration(clientID: "layout-reader")
+        mqtt.port = members.broker.port
+        let layout = try await BridgeLayout.read(mqtt: mqtt, timeout: .seconds(20), logger: Logger(label: "layout"))
+        #expect(layout?.slots == ClusterSlots(12) && layout?.version == Release.version)
 
         try members.start("m2", slots: 16)
         let code = try await members.process("m2").exit(timeout: .seconds(20))

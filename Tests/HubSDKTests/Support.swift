@@ -367,10 +367,13 @@ final class BridgeFixture: Sendable {
     private let bridge = Mutex<ChildProcess?>(nil)
     private let starts = Atomic<Int>(0)
 
-    init(persistence: Bool = false, extraConfig: String = "", bridgeArguments: [String] = []) async throws {
+    /// `startsBridge` false: the broker alone, until ``startBridge()``.
+    init(
+        persistence: Bool = false, extraConfig: String = "", bridgeArguments: [String] = [], startsBridge: Bool = true
+    ) async throws {
         broker = try await MosquittoBroker(persistence: persistence, extraConfig: Self.queues + extraConfig)
         self.bridgeArguments = bridgeArguments
-        try await startBridge()
+        if startsBridge { try await startBridge() }
     }
 
     deinit {

@@ -54,6 +54,26 @@ nonisolated struct Audioaccessory_V1_BridgeStatus: Sendable {
   init() {}
 }
 
+/// Topic: {root}/bridge/layout, QoS 1, retained: how the bridge lays out its topics, which a hub reads to find its
+/// own (docs/scale-out.md, "The layout hubs read"). A single bridge publishes slots = 0 on every connection; a cluster,
+/// the owner of its slot 0 on every connection of that slot: slots = the cluster's count, and a hub's topics are under
+/// {root}/slots/{FNV-1a-64(its routing domain) mod slots}. The message stays when the bridge goes (it has no will).
+nonisolated struct Audioaccessory_V1_BridgeLayout: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var slots: UInt32 = 0
+
+  /// The release of the bridge that published it. Never empty, which also keeps a single bridge's layout (slots = 0)
+  /// from encoding to no bytes at all: an empty retained message would delete the retained one.
+  var version: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "audioaccessory.v1"
@@ -128,6 +148,41 @@ nonisolated extension Audioaccessory_V1_BridgeStatus: SwiftProtobuf.Message, Swi
     if lhs.online != rhs.online {return false}
     if lhs.version != rhs.version {return false}
     if lhs.sinceUnixMs != rhs.sinceUnixMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Audioaccessory_V1_BridgeLayout: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".BridgeLayout"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}slots\0\u{1}version\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.slots) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.slots != 0 {
+      try visitor.visitSingularUInt32Field(value: self.slots, fieldNumber: 1)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Audioaccessory_V1_BridgeLayout, rhs: Audioaccessory_V1_BridgeLayout) -> Bool {
+    if lhs.slots != rhs.slots {return false}
+    if lhs.version != rhs.version {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -58,6 +58,24 @@ extension Audioaccessory_V1_BridgeStatus {
     }
 }
 
+extension Audioaccessory_V1_BridgeLayout {
+    init(_ layout: BridgeLayout) {
+        self.init()
+        slots = UInt32(layout.slots?.count ?? 0)
+        version = layout.version
+    }
+
+    func layout() throws(AccessoryControlError) -> BridgeLayout {
+        guard slots != 0 else { return BridgeLayout(slots: nil, version: version) }
+        guard let count = ClusterSlots(Int(slots)) else {
+            throw .invalidRequest(
+                reason: "a layout's slots must be 0 (a single bridge) or \(ClusterSlots.range.lowerBound)-"
+                    + "\(ClusterSlots.range.upperBound), not \(slots)")
+        }
+        return BridgeLayout(slots: count, version: version)
+    }
+}
+
 extension Audioaccessory_V1_RebirthRequest {
     init(_ request: RebirthRequest) {
         self.init()

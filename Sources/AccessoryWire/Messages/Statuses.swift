@@ -24,6 +24,25 @@ public struct BridgeStatus: Hashable, Sendable {
     }
 }
 
+/// How the bridge lays out its hubs' topics (`BridgeLayout`, retained at `R/bridge/layout`): ``slots`` is `nil` for
+/// a single bridge (a hub's topics under `R`), or a cluster's slot count (under `R/slots/{slot}`). A hub that is not
+/// told the count reads it here, and follows it when it changes (docs/scale-out.md, "The layout hubs read").
+public struct BridgeLayout: Hashable, Sendable {
+    public var slots: ClusterSlots?
+    /// The release of the bridge that published it.
+    public var version: String
+
+    public init(slots: ClusterSlots?, version: String = Release.version) {
+        self.slots = slots
+        self.version = version
+    }
+
+    /// The root of `hub`'s topics under this layout.
+    public func root(of hub: HubID, under root: TopicRoot) -> TopicRoot {
+        slots.map { $0.root(of: hub, under: root) } ?? root
+    }
+}
+
 /// The bridge asks a hub to send everything about an accessory again (`RebirthRequest`): its telemetry jumped from
 /// ``lastSequence`` to ``receivedSequence``.
 public struct RebirthRequest: Hashable, Sendable {

@@ -126,6 +126,17 @@ extension WireCodec {
         try decode(Audioaccessory_V1_BridgeStatus.self, from: payload, format: format).status
     }
 
+    public func encode(_ layout: BridgeLayout, as format: PayloadFormat) -> [UInt8] {
+        encode(Audioaccessory_V1_BridgeLayout(layout), as: format)
+    }
+
+    public func decode(_: BridgeLayout.Type, from payload: [UInt8], format: PayloadFormat) throws(WireError)
+        -> BridgeLayout
+    {
+        let message = try decode(Audioaccessory_V1_BridgeLayout.self, from: payload, format: format)
+        return try valued { () throws(AccessoryControlError) in try message.layout() }
+    }
+
     public func encode(_ request: RebirthRequest, as format: PayloadFormat) -> [UInt8] {
         encode(Audioaccessory_V1_RebirthRequest(request), as: format)
     }

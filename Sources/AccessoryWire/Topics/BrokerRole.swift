@@ -26,13 +26,13 @@ public struct BrokerRole: Hashable, Sendable {
     }
 
     /// A hub: the telemetry of its own accessories, its status, and head-tracking frames as itself only
-    /// (`R/sources/+/frames/{hub}/+`, to any host); it reads the bridge's answers to it and the head-tracking news of
-    /// its own accessories.
+    /// (`R/sources/+/frames/{hub}/+`, to any host); it reads the bridge's answers to it, the head-tracking news of its
+    /// own accessories, and the bridge's layout (to find its slot).
     public static func hub(_ hub: HubID, root: TopicRoot) -> BrokerRole {
         BrokerRole(
             name: "hub:\(hub)",
             writes: filters(of: [.telemetry, .hubStatus, .frames], root, hub: hub),
-            reads: filters(of: [.result, .rebirth, .responses, .headTracking], root, hub: hub))
+            reads: filters(of: [.result, .rebirth, .responses, .headTracking, .bridgeLayout], root, hub: hub))
     }
 
     /// A playing device, named by its Bluetooth address: its own state; it reads its own commands, and its own
@@ -56,7 +56,7 @@ public struct BrokerRole: Hashable, Sendable {
             writes: everywhere([
                 Topic.Kind.result, .rebirth, .responses, .accessoryState, .sourceCommands, .bridgeStatus, .accessoryView,
                 .accessoryEvents, .controlsResult, .bridgeAvailability, .hubAvailability, .bridgeView, .headTracking,
-                .hostHeadTracking,
+                .hostHeadTracking, .bridgeLayout,
             ], root) + markers(root) + discovery,
             reads: everywhere([.telemetry, .hubStatus, .sourceState, .accessoryState, .controls], root) + markers(root)
                 + ["\(homeAssistantPrefix)/status"] + discovery)
@@ -70,7 +70,7 @@ public struct BrokerRole: Hashable, Sendable {
             writes: everywhere([.controls], root) + ["\(homeAssistantPrefix)/status"],
             reads: everywhere([
                 Topic.Kind.accessoryState, .sourceState, .hubStatus, .bridgeStatus, .controlsResult, .accessoryView,
-                .accessoryEvents, .bridgeView, .bridgeAvailability, .hubAvailability,
+                .accessoryEvents, .bridgeView, .bridgeAvailability, .hubAvailability, .bridgeLayout,
             ], root) + ["\(homeAssistantPrefix)/#"])
     }
 

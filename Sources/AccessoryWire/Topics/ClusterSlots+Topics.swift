@@ -16,10 +16,11 @@ extension ClusterSlots {
 
 extension Topic.Kind {
     /// Whether, in a cluster, topics of this kind live under a slot's root (all but the playing devices', which stay
-    /// under the cluster's root: their states, commands, head-tracking news and frames).
+    /// under the cluster's root: their states, commands, head-tracking news and frames; and the bridge's layout, which
+    /// a hub reads to find its slot).
     public var isSlotted: Bool {
         switch self {
-        case .sourceState, .sourceCommands, .hostHeadTracking, .frames: false
+        case .sourceState, .sourceCommands, .hostHeadTracking, .frames, .bridgeLayout: false
         default: true
         }
     }

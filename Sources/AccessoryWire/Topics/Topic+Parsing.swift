@@ -128,6 +128,8 @@ extension Topic {
             return hub(levels, 1).map { .responses(hub: $0, name: levels.text(3)) }
         case 2 where levels.is(0, "bridge") && levels.is(1, "status"):
             return .success(.bridgeStatus)
+        case 2 where levels.is(0, "bridge") && levels.is(1, "layout"):
+            return .success(.bridgeLayout)
         default:
             return notInContract
         }

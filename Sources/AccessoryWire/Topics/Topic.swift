@@ -22,6 +22,7 @@ import Foundation
 /// | `R/sources/{source}/state` | playing device → bridge (retained) |
 /// | `R/sources/{source}/commands` | bridge → playing device |
 /// | `R/bridge/status` | bridge (its will says offline) |
+/// | `R/bridge/layout` | bridge → hubs: a single bridge's, or a cluster's slot count (retained; never under a slot) |
 /// | `R/hubs/{hub}/accessories/{accessory}/headtracking` | bridge → hub: its head-tracking sessions (rule 13) |
 /// | `R/sources/{host}/headtracking` | bridge → playing device: the head-tracking sessions it hosts |
 /// | `R/sources/{host}/frames/{hub}/{accessory}` | hub → playing device: IMU frames, never through the bridge |
@@ -43,6 +44,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     case sourceState(source: BluetoothAddress)
     case sourceCommands(source: BluetoothAddress)
     case bridgeStatus
+    case bridgeLayout
     case headTracking(hub: HubID, accessory: AccessoryID)
     case hostHeadTracking(host: BluetoothAddress)
     case frames(host: BluetoothAddress, hub: HubID, accessory: AccessoryID)
@@ -51,7 +53,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
     public enum Kind: Hashable, Sendable, CaseIterable {
         case telemetry, result, hubStatus, rebirth, responses, accessoryState, sourceState, sourceCommands, bridgeStatus
         case controls, controlsResult, accessoryView, accessoryEvents, hubAvailability, bridgeAvailability, bridgeView
-        case headTracking, hostHeadTracking, frames
+        case bridgeLayout, headTracking, hostHeadTracking, frames
 
         /// The filter matching every topic of this kind, such as `audio/hubs/+/accessories/+/telemetry`.
         public func filter(under root: TopicRoot) -> String {
@@ -66,6 +68,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
             case .sourceState: levels = "sources/+/state"
             case .sourceCommands: levels = "sources/+/commands"
             case .bridgeStatus: levels = "bridge/status"
+            case .bridgeLayout: levels = "bridge/layout"
             case .controls: levels = "accessories/+/controls"
             case .controlsResult: levels = "accessories/+/controls/result"
             case .accessoryView: levels = "accessories/+/view"
@@ -105,6 +108,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .sourceState: .sourceState
         case .sourceCommands: .sourceCommands
         case .bridgeStatus: .bridgeStatus
+        case .bridgeLayout: .bridgeLayout
         case .controls: .controls
         case .controlsResult: .controlsResult
         case .accessoryView: .accessoryView
@@ -135,6 +139,7 @@ public enum Topic: Hashable, Sendable, CustomStringConvertible {
         case .sourceState(let source): "sources/\(source.topicID)/state"
         case .sourceCommands(let source): "sources/\(source.topicID)/commands"
         case .bridgeStatus: "bridge/status"
+        case .bridgeLayout: "bridge/layout"
         case .controls(let accessory): "accessories/\(accessory)/controls"
         case .controlsResult(let accessory): "accessories/\(accessory)/controls/result"
         case .accessoryView(let accessory): "accessories/\(accessory)/view"

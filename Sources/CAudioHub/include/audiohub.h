@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define AUDIOHUB_VERSION_MAJOR 0
-#define AUDIOHUB_VERSION_MINOR 3
+#define AUDIOHUB_VERSION_MINOR 4
 #define AUDIOHUB_VERSION_REVISION 0
 
 /* The longest hub or accessory id: 1 to 64 characters of A-Z a-z 0-9 _ - */
@@ -276,9 +276,25 @@ enum audiohub_option {
     /* MQTT keepalive in seconds (default 30, 5 or more). */
     AUDIOHUB_OPT_KEEPALIVE_S = 7,
     /* The number of slots of the cluster of bridges the hub talks to (1-4096; 0, the default: a single bridge). In a
-     * cluster, the hub's topics live under its slot's root, "{topic root}/slots/{audiohub_slot(hub id, slots)}". */
+     * cluster, the hub's topics live under its slot's root, "{topic root}/slots/{audiohub_slot(hub id, slots)}".
+     * AUDIOHUB_SLOTS_FROM_BRIDGE: the hub reads the count from the bridge's layout, and follows it. */
     AUDIOHUB_OPT_SLOTS = 8,
 };
+
+/* AUDIOHUB_OPT_SLOTS's value for a hub that is not told the slot count (since 0.4): it reads it from the bridge's
+ * retained layout, "{topic root}/bridge/layout" (a single bridge's says 0; a cluster's, its count). Before it has one,
+ * each connection is made without a will and subscribes to the layout alone: no status and no request goes out, and
+ * requests wait in the queue. With the layout the hub connects again under its slot's root, and from then on every
+ * connection subscribes to the layout too. When the layout changes, the hub moves: it says offline where it was,
+ * connects under its new root, and sends every paired accessory again from its cache (as for a rebirth) ahead of
+ * its requests, which go out anew; each head-tracking session in force ends (the handler's invalidate, reason
+ * AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED), as the new root's bridge starts its own. audiohub_slots says which count
+ * is in use. */
+#define AUDIOHUB_SLOTS_FROM_BRIDGE (-1L)
+
+/* The slot count the hub's topics follow now: AUDIOHUB_OPT_SLOTS's, or with AUDIOHUB_SLOTS_FROM_BRIDGE the bridge's
+ * layout's (0: a single bridge), or -1 while the hub has not read it yet (and for NULL). Thread-safe. Since 0.4. */
+AUDIOHUB_EXPORT long audiohub_slots(struct audiohub *hub);
 
 /* Sets an option (see enum audiohub_option). AUDIOHUB_ERR_INVAL for an unknown option or a value out of range.
  * Thread-safe. */
@@ -554,6 +570,9 @@ struct audiohub_stats {
     uint64_t head_tracking_stale;     /* news dropped as not newer than the last taken for its accessory */
     uint64_t head_tracking_malformed; /* news dropped as unreadable (not protobuf, a field out of range, JSON) */
     uint64_t frames_sent;             /* frames handed to libmosquitto */
+    /* Since 0.4: the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE). */
+    uint64_t layout_moves;     /* layouts taken: the first, and each change of the count (a move to another root) */
+    uint64_t layout_malformed; /* layouts dropped as unreadable (a count out of range, not protobuf or JSON) */
 };
 
 /* Copies the counters into `out`, of `size` bytes: pass sizeof *out (as for audiohub_accessory_get). AUDIOHUB_ERR_INVAL

@@ -1,6 +1,7 @@
 /*
- * The connection (enum connection): audiohub_connect, each attempt with its will, the online status, libmosquitto's
- * callbacks (inside its loop functions, on the loop's thread, mutex not held), and the goodbye of audiohub_disconnect.
+ * The connection (enum connection): audiohub_connect, each attempt with its will (none while the hub reads the
+ * bridge's layout), the online status, libmosquitto's callbacks (inside its loop functions, on the loop's thread,
+ * mutex not held), and the goodbye of audiohub_disconnect.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -38,10 +39,12 @@ void ah_on_message(struct mosquitto *mosq, void *userdata, const struct mosquitt
         ah_handle_rebirth(hub, message);
     } else if (ah_is_head_tracking_topic(hub, message->topic, accessory_id)) {
         ah_handle_head_tracking(hub, message, properties, accessory_id);
+    } else if (hub->follow_layout && strcmp(message->topic, hub->layout_topic) == 0) {
+        ah_handle_layout(hub, message, properties);
     }
 }
 
-static int publish_status(struct audiohub *hub, bool online, int *mid)
+int ah_publish_status(struct audiohub *hub, bool online, int *mid)
 {
     uint8_t payload[32];
     size_t length = ah_pack_hub_status(online, ah_wall_ms(), payload, sizeof payload);
@@ -89,11 +92,17 @@ void ah_on_connect(struct mosquitto *mosq, void *userdata, int rc, int flags, co
         /* Refused: libmosquitto closes the connection next, and ah_on_disconnect schedules the next attempt. */
         callback = hub->on_connect;
     } else if (hub->connection == CONN_CONNECTING) {
-        char *topics[3] = {hub->response_topic, hub->rebirth_topic, hub->head_tracking_filter};
-        int subscribed = mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, 3, topics, 1, 0, NULL);
-        if (subscribed == MOSQ_ERR_SUCCESS) {
+        /* Without the layout yet, the layout alone; with it, the hub's topics, and the layout while following it. */
+        bool learning = hub->follow_layout && !hub->layout_known;
+        char *topics[4] = {hub->response_topic, hub->rebirth_topic, hub->head_tracking_filter, hub->layout_topic};
+        int subscribed = learning ? mosquitto_subscribe(mosq, &hub->subscribe_mid, hub->layout_topic, 1)
+                                  : mosquitto_subscribe_multiple(mosq, &hub->subscribe_mid, hub->follow_layout ? 4 : 3,
+                                                                 topics, 1, 0, NULL);
+        if (subscribed == MOSQ_ERR_SUCCESS && learning) {
+            hub->connection = CONN_LEARNING;
+        } else if (subscribed == MOSQ_ERR_SUCCESS) {
             hub->connection = CONN_SUBSCRIBING;
-            publish_status(hub, true, NULL);
+            ah_publish_status(hub, true, NULL);
         } else {
             hub->last_mosquitto_error = subscribed;
             mosquitto_disconnect(mosq);
@@ -145,9 +154,15 @@ void ah_on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosq
     lock(hub);
     bool was_up = hub->connection == CONN_READY || hub->connection == CONN_SUBSCRIBING ||
                   hub->connection == CONN_DISCONNECTING;
+    bool moving = hub->moving;
     hub->goodbye_pending = false;
+    hub->moving = false;
     if (hub->connection == CONN_DISCONNECTING || hub->connection == CONN_IDLE) {
         hub->connection = CONN_IDLE;
+    } else if (moving) {
+        /* Ended to connect again under the layout's root (handle_layout.c): at once, the wait unchanged. */
+        hub->connection = CONN_WAITING;
+        hub->reconnect_at_ms = ah_monotonic_ms();
     } else {
         if (rc != 0) {
             hub->last_mosquitto_error = rc;
@@ -221,7 +236,11 @@ void ah_start_connection(struct audiohub *hub)
     size_t length = ah_pack_hub_status(false, ah_wall_ms(), payload, sizeof payload);
     mosquitto_property *properties = NULL;
     int rc = mosquitto_property_add_string(&properties, MQTT_PROP_CONTENT_TYPE, CONTENT_TYPE);
-    if (rc == MOSQ_ERR_SUCCESS) {
+    if (rc == MOSQ_ERR_SUCCESS && hub->follow_layout && !hub->layout_known) {
+        /* Reading the layout: the hub is not online anywhere yet, so no will says it went offline. */
+        mosquitto_property_free_all(&properties);
+        rc = mosquitto_will_clear(hub->mosq);
+    } else if (rc == MOSQ_ERR_SUCCESS) {
         rc = mosquitto_will_set_v5(hub->mosq, hub->status_topic, (int)length, payload, 1, true, properties);
     }
     if (rc != MOSQ_ERR_SUCCESS) {
@@ -262,7 +281,7 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
         break;
     case CONN_READY:
     case CONN_SUBSCRIBING:
-        if (publish_status(hub, false, &hub->goodbye_mid) == MOSQ_ERR_SUCCESS) {
+        if (ah_publish_status(hub, false, &hub->goodbye_mid) == MOSQ_ERR_SUCCESS) {
             /* DISCONNECT once the broker has the offline status (ah_on_publish), or at the deadline (the loop). */
             hub->goodbye_pending = true;
             hub->goodbye_deadline_ms = ah_monotonic_ms() + GOODBYE_WAIT_MS;
@@ -271,6 +290,7 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
         }
         /* fall through */
     case CONN_CONNECTING:
+    case CONN_LEARNING:
         ah_say_goodbye(hub);
         break;
     }

@@ -40,24 +40,6 @@ bool ah_is_head_tracking_topic(const struct audiohub *hub, const char *topic, ch
     return ah_valid_id(accessory_id);
 }
 
-/* Whether the payload is JSON (the bridge runs with --payload-format json): the SDK reads protobuf only. */
-static bool is_json(const struct mosquitto_message *message, const mosquitto_property *properties)
-{
-    char *type = NULL;
-    if (mosquitto_property_read_string(properties, MQTT_PROP_CONTENT_TYPE, &type, false) != NULL) {
-        bool json = strcmp(type, "application/json") == 0;
-        free(type);
-        return json;
-    }
-    const char *bytes = message->payload;
-    for (int i = 0; i < message->payloadlen; i++) {
-        if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r' && bytes[i] != '\n') {
-            return bytes[i] == '{';
-        }
-    }
-    return false;
-}
-
 /* Whether news of order (epoch, sequence) is newer than the last taken for `a`. */
 static bool newer(const struct accessory *a, uint64_t epoch, uint64_t sequence)
 {
@@ -122,7 +104,7 @@ void ah_handle_head_tracking(struct audiohub *hub, const struct mosquitto_messag
                              const mosquitto_property *properties, const char *accessory_id)
 {
     struct ah_head_tracking_news news;
-    bool readable = !is_json(message, properties) &&
+    bool readable = !ah_payload_is_json(message, properties) &&
                     ah_decode_head_tracking(message->payload, (size_t)message->payloadlen, &news) ==
                         AUDIOHUB_ERR_SUCCESS &&
                     (news.session.accessory_id[0] == '\0' || strcmp(news.session.accessory_id, accessory_id) == 0) &&

@@ -78,6 +78,17 @@ long audiohub_slot(const char *hub_id, long slots)
     return (long)(hash % (uint64_t)slots);
 }
 
+long audiohub_slots(struct audiohub *hub)
+{
+    if (hub == NULL) {
+        return -1;
+    }
+    lock(hub);
+    long slots = hub->follow_layout && !hub->layout_known ? -1 : hub->slots;
+    unlock(hub);
+    return slots;
+}
+
 /* The hub's topics, under its root: the topic root, or in a cluster its slot's (mutex held or not yet shared). */
 static void set_topics(struct audiohub *hub, const char *token)
 {
@@ -93,6 +104,7 @@ static void set_topics(struct audiohub *hub, const char *token)
     snprintf(hub->status_topic, sizeof hub->status_topic, "%s/hubs/%s/status", hub->hub_root, hub->hub_id);
     snprintf(hub->head_tracking_filter, sizeof hub->head_tracking_filter, "%s/hubs/%s/accessories/+/headtracking",
              hub->hub_root, hub->hub_id);
+    snprintf(hub->layout_topic, sizeof hub->layout_topic, "%s/bridge/layout", hub->topic_root);
 }
 
 /* Builds the topics again after the root or the slots changed (mutex held). */

@@ -13,6 +13,8 @@
  *   handle_rebirth.c  a RebirthRequest: the accessory sent again from the cache;
  *   handle_head_tracking.c  a HeadTrackingSession: the news fenced, the accessory's session replaced or ended, the
  *                     handler told;
+ *   handle_layout.c   the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE): the slot count taken, and the hub moved to
+ *                     its new root;
  *   head_tracking.c   the head-tracking handler, the session query and the frames (audiohub_head_tracking_*);
  *   cache.c           what succeeded, per accessory (audiohub_accessory_get), and the counters (audiohub_stats_get);
  * built on:
@@ -42,6 +44,13 @@ bool ah_valid_id(const char *id);
 
 /* AUDIOHUB_ERR_SUCCESS when `address` is NULL, empty or 6 bytes, else AUDIOHUB_ERR_ADDRESS. */
 enum audiohub_err ah_check_address(const struct audiohub_address *address);
+
+/* Whether a message's payload is JSON (its content type says so, or without one its first byte that is not blank is
+ * '{'): the bridge runs with --payload-format json. */
+bool ah_payload_is_json(const struct mosquitto_message *message, const mosquitto_property *properties);
+
+/* The slot count of a BridgeLayout (0: a single bridge), protobuf or JSON; -1 when unreadable or out of range. */
+long ah_decode_layout(const uint8_t *data, size_t length, bool json);
 
 /* A HubStatus, packed; returns its length (at most 32 bytes), 0 if it does not fit. */
 size_t ah_pack_hub_status(bool online, int64_t since_unix_ms, uint8_t *out, size_t capacity);
@@ -154,6 +163,7 @@ enum connection {
     CONN_IDLE,          /* no connection wanted */
     CONN_WAITING,       /* wanted; the next attempt at reconnect_at_ms */
     CONN_CONNECTING,    /* socket and CONNECT under way */
+    CONN_LEARNING,      /* AUDIOHUB_SLOTS_FROM_BRIDGE: connected without a will, awaiting the bridge's layout */
     CONN_SUBSCRIBING,   /* CONNACK received, SUBACK awaited */
     CONN_READY,         /* subscribed: requests go out */
     CONN_DISCONNECTING, /* audiohub_disconnect: the goodbye is being written */
@@ -229,7 +239,11 @@ struct audiohub {
     void *userdata;
     char hub_id[AUDIOHUB_ID_MAX + 1];
     char topic_root[TOPIC_ROOT_MAX + 1];
-    long slots;                               /* AUDIOHUB_OPT_SLOTS: 0 for a single bridge */
+    long slots;                               /* AUDIOHUB_OPT_SLOTS, or the layout's: 0 for a single bridge */
+    bool follow_layout;                       /* AUDIOHUB_SLOTS_FROM_BRIDGE */
+    bool layout_known;                        /* follow_layout: `slots` is the layout's */
+    bool moving;                              /* the connection ends to connect again at once, under a new root */
+    char layout_topic[TOPIC_ROOT_MAX + 16];   /* {topic root}/bridge/layout */
     char hub_root[TOPIC_ROOT_MAX + 24];       /* the root of the hub's topics: topic_root, or its slot's */
     char response_topic[TOPIC_MAX];
     char rebirth_topic[TOPIC_MAX];
@@ -334,6 +348,8 @@ void ah_on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosq
 void ah_say_goodbye(struct audiohub *hub);
 /* Schedules the next connection attempt (mutex held). */
 void ah_schedule_reconnect(struct audiohub *hub);
+/* Publishes the hub's retained status on its status topic (mutex held); `mid` may be NULL. A libmosquitto code. */
+int ah_publish_status(struct audiohub *hub, bool online, int *mid);
 /* One connection attempt (mutex held): the will, then an asynchronous connect that the loop completes. */
 void ah_start_connection(struct audiohub *hub);
 
@@ -387,6 +403,12 @@ bool ah_is_head_tracking_topic(const struct audiohub *hub, const char *topic, ch
 /* A message on an accessory's headtracking topic (mutex not held). */
 void ah_handle_head_tracking(struct audiohub *hub, const struct mosquitto_message *message,
                              const mosquitto_property *properties, const char *accessory_id);
+
+/* ---- handle_layout.c ---- */
+
+/* A message on the layout topic (mutex not held). */
+void ah_handle_layout(struct audiohub *hub, const struct mosquitto_message *message,
+                      const mosquitto_property *properties);
 
 /* ---- head_tracking.c ---- */
 

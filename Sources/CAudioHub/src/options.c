@@ -50,8 +50,10 @@ enum audiohub_err audiohub_int_option(struct audiohub *hub, enum audiohub_option
             else rc = AUDIOHUB_ERR_INVAL;
             break;
         case AUDIOHUB_OPT_SLOTS:
-            if (value >= 0 && value <= 4096) {
-                hub->slots = value;
+            if (value == AUDIOHUB_SLOTS_FROM_BRIDGE || (value >= 0 && value <= 4096)) {
+                hub->follow_layout = value == AUDIOHUB_SLOTS_FROM_BRIDGE;
+                hub->layout_known = false;
+                hub->slots = hub->follow_layout ? 0 : value;
                 ah_reset_topics(hub);
             } else {
                 rc = AUDIOHUB_ERR_INVAL;

@@ -1,12 +1,13 @@
 /*
  * The SDK's half of the wire contract: ids, addresses, error texts, and the protobuf-c messages it packs
  * (AccessoryTelemetry, HubStatus, HeadTrackingFrame) and unpacks (RequestResult, AccessoryState, RebirthRequest,
- * HeadTrackingSession).
+ * HeadTrackingSession, BridgeLayout: the one it also reads as JSON).
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "hub_private.h"
 
+#include <mqtt_protocol.h>
 #include <protobuf-c/protobuf-c.h>
 
 #include "audioaccessory/v1/headtracking.pb-c.h"
@@ -15,6 +16,7 @@
 #include "audioaccessory/v1/telemetry.pb-c.h"
 #include "audioaccessory/v1/types.pb-c.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,4 +518,77 @@ enum audiohub_err audiohub_internal_decode_state(const uint8_t *data, size_t len
     deliver(context, &view);
     audioaccessory__v1__accessory_state__free_unpacked(state, NULL);
     return AUDIOHUB_ERR_SUCCESS;
+}
+
+bool ah_payload_is_json(const struct mosquitto_message *message, const mosquitto_property *properties)
+{
+    char *type = NULL;
+    if (mosquitto_property_read_string(properties, MQTT_PROP_CONTENT_TYPE, &type, false) != NULL) {
+        bool json = strcmp(type, "application/json") == 0;
+        free(type);
+        return json;
+    }
+    const char *bytes = message->payload;
+    for (int i = 0; i < message->payloadlen; i++) {
+        if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r' && bytes[i] != '\n') {
+            return bytes[i] == '{';
+        }
+    }
+    return false;
+}
+
+#define LAYOUT_SLOTS_MAX 4096
+#define LAYOUT_JSON_MAX 256
+
+/* The slots of a BridgeLayout as proto3's JSON mapping writes it ({"slots": 12, "version": "0.1.0"}, the field left
+ * out for 0): a number, or a string of digits, as the mapping reads a uint32. -1 for what is not an object, or a
+ * "slots" that is not such a number. */
+static long layout_from_json(const uint8_t *data, size_t length)
+{
+    char text[LAYOUT_JSON_MAX + 1];
+    if (length > LAYOUT_JSON_MAX) {
+        return -1;
+    }
+    memcpy(text, data, length);
+    text[length] = '\0';
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    if (*p != '{' || strchr(p, '}') == NULL) {
+        return -1;
+    }
+    const char *key = strstr(p, "\"slots\"");
+    if (key == NULL) {
+        return 0;
+    }
+    p = key + 7;
+    while (isspace((unsigned char)*p)) p++;
+    if (*p++ != ':') {
+        return -1;
+    }
+    while (isspace((unsigned char)*p)) p++;
+    bool quoted = *p == '"';
+    p += quoted;
+    if (!isdigit((unsigned char)*p)) {
+        return -1;
+    }
+    char *end = NULL;
+    long slots = strtol(p, &end, 10);
+    if (quoted && *end != '"') {
+        return -1;
+    }
+    return slots <= LAYOUT_SLOTS_MAX ? slots : -1;
+}
+
+long ah_decode_layout(const uint8_t *data, size_t length, bool json)
+{
+    if (json) {
+        return layout_from_json(data, length);
+    }
+    Audioaccessory__V1__BridgeLayout *layout = audioaccessory__v1__bridge_layout__unpack(NULL, length, data);
+    if (layout == NULL) {
+        return -1;
+    }
+    long slots = layout->slots <= LAYOUT_SLOTS_MAX ? (long)layout->slots : -1;
+    audioaccessory__v1__bridge_layout__free_unpacked(layout, NULL);
+    return slots;
 }

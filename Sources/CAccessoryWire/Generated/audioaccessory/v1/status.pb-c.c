@@ -97,6 +97,51 @@ void   audioaccessory__v1__bridge_status__free_unpacked
   assert(message->base.descriptor == &audioaccessory__v1__bridge_status__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   audioaccessory__v1__bridge_layout__init
+                     (Audioaccessory__V1__BridgeLayout         *message)
+{
+  static const Audioaccessory__V1__BridgeLayout init_value = AUDIOACCESSORY__V1__BRIDGE_LAYOUT__INIT;
+  *message = init_value;
+}
+size_t audioaccessory__v1__bridge_layout__get_packed_size
+                     (const Audioaccessory__V1__BridgeLayout *message)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__bridge_layout__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t audioaccessory__v1__bridge_layout__pack
+                     (const Audioaccessory__V1__BridgeLayout *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__bridge_layout__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t audioaccessory__v1__bridge_layout__pack_to_buffer
+                     (const Audioaccessory__V1__BridgeLayout *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &audioaccessory__v1__bridge_layout__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Audioaccessory__V1__BridgeLayout *
+       audioaccessory__v1__bridge_layout__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Audioaccessory__V1__BridgeLayout *)
+     protobuf_c_message_unpack (&audioaccessory__v1__bridge_layout__descriptor,
+                                allocator, len, data);
+}
+void   audioaccessory__v1__bridge_layout__free_unpacked
+                     (Audioaccessory__V1__BridgeLayout *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &audioaccessory__v1__bridge_layout__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor audioaccessory__v1__hub_status__field_descriptors[2] =
 {
   {
@@ -210,5 +255,56 @@ const ProtobufCMessageDescriptor audioaccessory__v1__bridge_status__descriptor =
   audioaccessory__v1__bridge_status__field_indices_by_name,
   1,  audioaccessory__v1__bridge_status__number_ranges,
   (ProtobufCMessageInit) audioaccessory__v1__bridge_status__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor audioaccessory__v1__bridge_layout__field_descriptors[2] =
+{
+  {
+    "slots",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__BridgeLayout, slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Audioaccessory__V1__BridgeLayout, version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned audioaccessory__v1__bridge_layout__field_indices_by_name[] = {
+  0,   /* field[0] = slots */
+  1,   /* field[1] = version */
+};
+static const ProtobufCIntRange audioaccessory__v1__bridge_layout__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor audioaccessory__v1__bridge_layout__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "audioaccessory.v1.BridgeLayout",
+  "BridgeLayout",
+  "Audioaccessory__V1__BridgeLayout",
+  "audioaccessory.v1",
+  sizeof(Audioaccessory__V1__BridgeLayout),
+  2,
+  audioaccessory__v1__bridge_layout__field_descriptors,
+  audioaccessory__v1__bridge_layout__field_indices_by_name,
+  1,  audioaccessory__v1__bridge_layout__number_ranges,
+  (ProtobufCMessageInit) audioaccessory__v1__bridge_layout__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -17,6 +17,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Audioaccessory__V1__HubStatus Audioaccessory__V1__HubStatus;
 typedef struct Audioaccessory__V1__BridgeStatus Audioaccessory__V1__BridgeStatus;
+typedef struct Audioaccessory__V1__BridgeLayout Audioaccessory__V1__BridgeLayout;
 
 
 /* --- enums --- */
@@ -51,6 +52,27 @@ struct  Audioaccessory__V1__BridgeStatus
 #define AUDIOACCESSORY__V1__BRIDGE_STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__bridge_status__descriptor) \
     , 0, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Topic: {root}/bridge/layout, QoS 1, retained: how the bridge lays out its topics, which a hub reads to find its
+ * own (docs/scale-out.md, "The layout hubs read"). A single bridge publishes slots = 0 on every connection; a cluster,
+ * the owner of its slot 0 on every connection of that slot: slots = the cluster's count, and a hub's topics are under
+ * {root}/slots/{FNV-1a-64(its routing domain) mod slots}. The message stays when the bridge goes (it has no will).
+ */
+struct  Audioaccessory__V1__BridgeLayout
+{
+  ProtobufCMessage base;
+  uint32_t slots;
+  /*
+   * The release of the bridge that published it. Never empty, which also keeps a single bridge's layout (slots = 0)
+   * from encoding to no bytes at all: an empty retained message would delete the retained one.
+   */
+  char *version;
+};
+#define AUDIOACCESSORY__V1__BRIDGE_LAYOUT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&audioaccessory__v1__bridge_layout__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
 
 
 /* Audioaccessory__V1__HubStatus methods */
@@ -91,6 +113,25 @@ Audioaccessory__V1__BridgeStatus *
 void   audioaccessory__v1__bridge_status__free_unpacked
                      (Audioaccessory__V1__BridgeStatus *message,
                       ProtobufCAllocator *allocator);
+/* Audioaccessory__V1__BridgeLayout methods */
+void   audioaccessory__v1__bridge_layout__init
+                     (Audioaccessory__V1__BridgeLayout         *message);
+size_t audioaccessory__v1__bridge_layout__get_packed_size
+                     (const Audioaccessory__V1__BridgeLayout   *message);
+size_t audioaccessory__v1__bridge_layout__pack
+                     (const Audioaccessory__V1__BridgeLayout   *message,
+                      uint8_t             *out);
+size_t audioaccessory__v1__bridge_layout__pack_to_buffer
+                     (const Audioaccessory__V1__BridgeLayout   *message,
+                      ProtobufCBuffer     *buffer);
+Audioaccessory__V1__BridgeLayout *
+       audioaccessory__v1__bridge_layout__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   audioaccessory__v1__bridge_layout__free_unpacked
+                     (Audioaccessory__V1__BridgeLayout *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Audioaccessory__V1__HubStatus_Closure)
@@ -98,6 +139,9 @@ typedef void (*Audioaccessory__V1__HubStatus_Closure)
                   void *closure_data);
 typedef void (*Audioaccessory__V1__BridgeStatus_Closure)
                  (const Audioaccessory__V1__BridgeStatus *message,
+                  void *closure_data);
+typedef void (*Audioaccessory__V1__BridgeLayout_Closure)
+                 (const Audioaccessory__V1__BridgeLayout *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -107,6 +151,7 @@ typedef void (*Audioaccessory__V1__BridgeStatus_Closure)
 
 extern const ProtobufCMessageDescriptor audioaccessory__v1__hub_status__descriptor;
 extern const ProtobufCMessageDescriptor audioaccessory__v1__bridge_status__descriptor;
+extern const ProtobufCMessageDescriptor audioaccessory__v1__bridge_layout__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,146 @@
+import AccessoryModel
+@testable import AccessoryWire
+import CAudioHub
+import Foundation
+import Logging
+import MQTTClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// A hub that is not told the slot count (`AUDIOHUB_SLOTS_FROM_BRIDGE`) reads it from the bridge's retained layout
+/// (`R/bridge/layout`, docs/scale-out.md), and follows it: against the real bridge, alone and then as a cluster.
+@Suite struct HubLayoutTests {
+    /// Before the layout the hub says nothing (no status, no will, no telemetry) and its requests wait; once a
+    /// bridge publishes it, the hub connects under its root and the request completes.
+    @Test func beforeTheLayoutTheHubSaysNothingAndItsRequestsWaitForIt() async throws {
+        let fixture = try await BridgeFixture(startsBridge: false)
+        let observer = try await Observer(fixture.broker)
+        let hub = try TestHub("layout-hub", broker: fixture.broker) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
+        }
+        // Subscribed to the layout alone, and waiting.
+        try await fixture.broker.waitForLog("layout-hub 1 audio/bridge/layout", timeout: .seconds(20))
+        #expect(audiohub_slots(hub.handle) == -1 && !audiohub_is_connected(hub.handle))
+        let token = try hub.request { audiohub_pair($0, "buds", "Studio Pro", "SP-2", AUDIOHUB_CAP_ALL, $1, $2) }
+
+        try await fixture.startBridge()
+        let paired = try await hub.completion(token, timeout: .seconds(30))
+        #expect(paired.succeeded, "\(paired.message)")
+        #expect(audiohub_slots(hub.handle) == 0 && hub.stats.layout_moves == 1 && hub.stats.layout_malformed == 0)
+        #expect(try await hubStatus(fixture.broker, "audio/hubs/layout-hub/status").online)
+
+        // What the observer saw of the hub: its status only under its root, and only after the bridge's layout.
+        try await observer.waitFor("the hub's online status") { $0.contains { $0.topic == "audio/hubs/layout-hub/status" } }
+        let seen = observer.messages
+        let ofTheHub = seen.indices.filter { seen[$0].topic.contains("/layout-hub/") }
+        let layout = try #require(seen.firstIndex { $0.topic == "audio/bridge/layout" })
+        #expect(ofTheHub.allSatisfy { $0 > layout }, "\(seen.map(\.topic))")
+        #expect(ofTheHub.allSatisfy { seen[$0].topic.hasPrefix("audio/hubs/layout-hub/") }, "\(seen.map(\.topic))")
+        await observer.close()
+    }
+
+    /// A fleet grows from one bridge to a cluster: the single bridge stops, a member of 12 slots starts, and its
+    /// layout moves the hub under its slot's root. The hub says offline where it was, is born again there from its
+    /// cache (nobody re-pairs anything), and its next request is the cluster's.
+    @Test func aHubFollowsTheLayoutFromASingleBridgeToACluster() async throws {
+        let fixture = try await BridgeFixture()
+        let hub = try TestHub("mover", broker: fixture.broker) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
+        }
+        let paired = try await hub.perform { audiohub_pair($0, "buds", "Studio Pro", "SP-2", AUDIOHUB_CAP_ALL, $1, $2) }
+        let registered = try await hub.perform { audiohub_register($0, "buds", AUDIOHUB_CAP_ALL, $1, $2) }
+        let placed = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, $1, $2) }
+        #expect(paired.succeeded && registered.succeeded && placed.succeeded && placed.epoch == 0)
+        #expect(audiohub_slots(hub.handle) == 0)
+
+        try await fixture.stop()
+        let etcd = try await EtcdServer()
+        let member = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: [
+                "--broker", "mqtt://127.0.0.1:\(fixture.broker.port)", "--cluster", etcd.endpoint, "--cluster-name",
+                "grown", "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
+            ],
+            outputPath: fixture.broker.directory.appendingPathComponent("member.log").path)
+        defer { member.signal(SIGKILL) }
+
+        try await waitUntil("the hub under the cluster's layout", timeout: .seconds(60)) {
+            audiohub_slots(hub.handle) == 12 && audiohub_is_connected(hub.handle)
+        }
+        try await hub.waitUntilIdle(timeout: .seconds(60))
+        #expect(hub.stats.layout_moves == 2 && hub.stats.rebirth_requests >= 3)
+        let slot = ClusterSlots(12)!.slot(of: HubID("mover")!)
+        // Born again in its slot from the cache: paired, registered, on head, by this hub.
+        let state = try Audioaccessory_V1_AccessoryState(
+            serializedBytes: await retainedPayload(fixture.broker, "audio/slots/\(slot)/accessories/buds/state"))
+        #expect(state.registration == .registered && state.configuration.devicePlacement == .onHead)
+        #expect(state.name == "Studio Pro" && state.hubID == "mover" && state.epoch > 0)
+        #expect(try await hubStatus(fixture.broker, "audio/slots/\(slot)/hubs/mover/status").online)
+        #expect(try await !hubStatus(fixture.broker, "audio/hubs/mover/status").online)
+
+        let after = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_OFF_HEAD, $1, $2) }
+        #expect(after.succeeded && after.epoch == state.epoch, "\(after.message)")
+        // The rebirth's requests had no callback: the caller saw its four requests complete, once each.
+        #expect(hub.recorder.completions.withLock { $0.count } == 4)
+        _ = member
+    }
+
+    /// A layout the SDK cannot read (a count past 4,096, or bytes that are no BridgeLayout) is counted and changes
+    /// nothing: the hub keeps waiting for one it can read.
+    @Test func anUnreadableLayoutIsCountedAndTheHubWaitsOn() async throws {
+        let broker = try await MosquittoBroker()
+        let hub = try TestHub("layout-bad", broker: broker) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
+        }
+        try await broker.waitForLog("layout-bad 1 audio/bridge/layout", timeout: .seconds(20))
+        var configuration = MQTTConfiguration(clientID: "layout-writer")
+        configuration.port = broker.port
+        let writer = try MQTTClient(configuration: configuration, logger: Logger(label: "layout-writer"))
+        try writer.start { _ in }
+        try await writer.waitUntilConnected()
+        for payload in [
+            Array(#"{"slots": 4097}"#.utf8), Array(#"{"slots": "twelve"}"#.utf8), [0x08, 0x81, 0x20],  // 4,097
+            [0xff, 0xff],
+        ] {
+            try writer.publish(MQTTMessage(topic: "audio/bridge/layout", payload: payload, retain: true))
+        }
+        try await waitUntil("four unreadable layouts counted") { hub.stats.layout_malformed == 4 }
+        #expect(audiohub_slots(hub.handle) == -1 && hub.stats.layout_moves == 0)
+        // One it can read, as JSON (a bridge run with --payload-format json): 12 slots.
+        try writer.publish(MQTTMessage(
+            topic: "audio/bridge/layout", payload: Array(#"{"slots": 12, "version": "0.1.0"}"#.utf8), retain: true,
+            properties: MQTTProperties(contentType: "application/json")))
+        try await waitUntil("the layout taken") { audiohub_slots(hub.handle) == 12 }
+        #expect(hub.stats.layout_moves == 1 && hub.stats.layout_malformed == 4)
+        await writer.close()
+    }
+}
+
+/// Every message under `audio/#`, in the order the broker delivered them.
+final class Observer: Sendable {
+    private final class Inbox: Sendable {
+        let messages = Mutex<[MQTTMessage]>([])
+    }
+
+    private let client: MQTTClient
+    private let inbox = Inbox()
+
+    init(_ broker: MosquittoBroker) async throws {
+        var configuration = MQTTConfiguration(clientID: "observer-\(UUID().uuidString.prefix(8))")
+        configuration.port = broker.port
+        client = try MQTTClient(configuration: configuration, logger: Logger(label: "observer"))
+        try client.subscribe("audio/#", qos: .atLeastOnce)
+        try client.start { [inbox] message in inbox.messages.withLock { $0.append(message) } }
+        try await client.waitUntilConnected(timeout: .seconds(20))
+        try await broker.waitForLog("\(configuration.clientID) 1 audio/#", timeout: .seconds(20))
+    }
+
+    var messages: [MQTTMessage] { inbox.messages.withLock { $0 } }
+
+    func waitFor(_ what: String, _ condition: @escaping ([MQTTMessage]) -> Bool) async throws {
+        try await waitUntil(what, timeout: .seconds(30)) { condition(messages) }
+    }
+
+    func close() async { await client.close() }
+}
