@@ -131,7 +131,7 @@ let package = Package(
         .target(
             name: "BridgeCluster",
             dependencies: [
-                "AccessoryBridge", "AccessoryModel", "Cluster", "Etcd",
+                "AccessoryBridge", "AccessoryModel", "AccessoryWire", "Cluster", "Etcd", "HomeAutomation", "MQTTClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -42,6 +42,10 @@ public struct ClusterKeys: Hashable, Sendable {
 
     public func listers(_ device: BluetoothAddress) -> String { "/aab-devices/\(cluster)/listers/\(device.topicID)" }
 
+    /// Every device listing of the cluster, by slot number (listers, worn accessories): what a reshard clears, every
+    /// member stopped, for the slots to list their devices again under the new count.
+    public var deviceListings: [String] { ["/aab-devices/\(cluster)/", "\(prefix)shared/"] }
+
     /// Every worn accessory that lists `device`, one key each.
     public func wornListings(_ device: BluetoothAddress) -> String { "/aab-devices/\(cluster)/worn/\(device.topicID)/" }
 

@@ -220,6 +220,13 @@ public struct ClusterStateMachine: Sendable {
     /// another refuses to take part before it is a member: its slots would be other hubs' than its peers'.
     public mutating func registered(layout: String? = nil, at now: Instant) -> [Action] {
         guard case .registering(let lease) = phase else { return [] }
+        if let layout, let (recorded, resharding) = ReshardPlan.Recorded.parse(layout), resharding {
+            let reason = """
+                this cluster is being resharded to \(recorded.count) slots: start its members with --slots \
+                \(recorded.count) once `accessory-bridge reshard` has ended (docs/scale-out.md, "Changing the slot count")
+                """
+            return [.refuse(reason: reason)] + shutdown(at: now)
+        }
         if let layout, layout != "\(slotCount)" {
             let reason = """
                 this cluster was created with \(layout) slots, and this member was given \(slotCount): every member, hub \

@@ -81,11 +81,14 @@ public struct CoordinationTransaction: Hashable, Sendable {
     public var conditions: [Condition]
     public var puts: [Put]
     public var deletes: [String]
+    /// Every key under each of these prefixes is deleted (a reshard's clean-up of the device listings).
+    public var prefixDeletes: [String]
 
-    public init(conditions: [Condition] = [], puts: [Put] = [], deletes: [String] = []) {
+    public init(conditions: [Condition] = [], puts: [Put] = [], deletes: [String] = [], prefixDeletes: [String] = []) {
         self.conditions = conditions
         self.puts = puts
         self.deletes = deletes
+        self.prefixDeletes = prefixDeletes
     }
 }
 

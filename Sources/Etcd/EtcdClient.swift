@@ -172,6 +172,10 @@ public final class EtcdClient: CoordinationStore {
                         key: Gateway.encode($0.key), value: Gateway.encode($0.value),
                         lease: $0.lifetime == .session ? "\(session.lease.id)" : "0"))
             } + transaction.deletes.map { Gateway.RequestOp(request_delete_range: .init(key: Gateway.encode($0))) }
+            + transaction.prefixDeletes.map {
+                Gateway.RequestOp(
+                    request_delete_range: .init(key: Gateway.encode($0), range_end: Gateway.rangeEnd(of: $0)))
+            }
         let answer: Gateway.TxnResponse = try await call(
             "/v3/kv/txn", Gateway.Txn(compare: compare, success: writes, failure: []))
         guard answer.succeeded == true else { return nil }

@@ -19,14 +19,35 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         commandName: "accessory-bridge",
         abstract: "Bridges AudioAccessoryKit-style accessory telemetry over MQTT to audio switching commands.",
         usage: "accessory-bridge [--<setting> <value> | --no-<setting>] ...",
-        discussion: Settings.help + "\n\nA flag wins over the environment, which wins over the file.",
-        version: Release.version)
+        discussion: Settings.help + "\n\nA flag wins over the environment, which wins over the file.\n\n"
+            + "accessory-bridge reshard: move a stopped cluster to another slot count (accessory-bridge reshard --help).",
+        version: Release.version,
+        // Help is answered in run(): the settings take every argument, `reshard --help` among them.
+        helpNames: [])
 
     /// The settings, read by ``Settings`` (whose table declares each one once, and says what is unknown).
     @Argument(parsing: .allUnrecognized, help: ArgumentHelp(visibility: .hidden))
     var settings: [String] = []
 
     func run() async throws {
+        // The settings take every argument, so the one subcommand is told apart here.
+        let asksForHelp = self.settings.contains("--help") || self.settings.contains("-h")
+        if self.settings.first == "reshard" {
+            if asksForHelp {
+                print(ReshardCommand.helpMessage())
+                return
+            }
+            do {
+                try await ReshardCommand.parse(Array(self.settings.dropFirst())).run()
+            } catch {
+                ReshardCommand.exit(withError: error)
+            }
+            return
+        }
+        if asksForHelp {
+            print(Self.helpMessage())
+            return
+        }
         let settings: Settings.Resolved
         do {
             settings = try await Settings.resolve(self.settings)

@@ -263,4 +263,18 @@ import Testing
         #expect(machine.registered(layout: "12", at: now) == [.load])
         #expect(machine.loaded(members: ["a"], claims: [:], at: now).count == 12)
     }
+
+    /// While a reshard moves the states (`12 resharding`), a member refuses to join, even one given the new count:
+    /// its slots would rebuild before their states are there.
+    @Test mutating func aMemberRefusesToJoinWhileTheClusterIsResharded() {
+        #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        let actions = machine.registered(layout: "12 resharding", at: now)
+        guard case .refuse(let reason) = actions.first else {
+            Issue.record("no refusal: \(actions)")
+            return
+        }
+        #expect(reason.contains("being resharded to 12 slots") && reason.contains("once `accessory-bridge reshard`"))
+        #expect(Array(actions.dropFirst()) == [.fence(until: nil), .revokeLease(lease: 7), .finish])
+    }
 }

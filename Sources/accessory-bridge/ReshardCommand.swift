@@ -1,0 +1,54 @@
+import AccessoryWire
+import ArgumentParser
+import BridgeCluster
+import Etcd
+import Logging
+import MQTTClient
+
+/// `accessory-bridge reshard`: moves a stopped cluster to another slot count, with the settings a member runs with
+/// (``ClusterReshard``, docs/scale-out.md "Changing the slot count").
+struct ReshardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reshard",
+        abstract: "Move a stopped cluster to another slot count (--slots), and exit.",
+        usage: "accessory-bridge reshard --cluster <etcd url> --cluster-name <name> --slots <count> [--<setting> ...]",
+        discussion: """
+            Every member must be stopped. Records --slots as the cluster's count in etcd, then moves each accessory's \
+            retained state (its pins and switching choice with it) to the slot its hub belongs to under the new \
+            count, removing the old copy; when the count shrinks, also removes what the slots that are gone retained \
+            for Home Assistant and of the hubs' statuses. Then start the members with the new --slots: hubs that \
+            follow the bridge's layout move by themselves. Run again, it finishes what an interrupted run left. It \
+            takes the settings a member takes (the broker, its credentials and TLS, the topic root, the Home \
+            Assistant prefix, etcd and its TLS).
+            """,
+        version: Release.version)
+
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp(visibility: .hidden))
+    var settings: [String] = []
+
+    func run() async throws {
+        let settings: Settings.Resolved
+        do {
+            settings = try await Settings.resolve(self.settings)
+        } catch let invalid as Settings.Invalid {
+            throw ValidationError(invalid.description)
+        }
+        guard let cluster = settings.cluster else {
+            throw ValidationError("reshard needs --cluster (etcd's URL), --cluster-name and the new --slots")
+        }
+        LoggingSystem.bootstrap(settings.logFormat.factory)
+        var logger = Logger(label: "accessory-bridge")
+        logger.logLevel = settings.logLevel
+        let etcd = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
+        do {
+            let summary = try await ClusterReshard.run(
+                cluster: cluster, bridge: settings.bridge, store: etcd, logger: logger)
+            await etcd.shutdown()
+            print("resharded cluster \(cluster.name): \(summary)")
+        } catch {
+            await etcd.shutdown()
+            if let error = error as? MQTTError { throw StartupFailure(error, broker: settings.bridge.mqtt) }
+            throw error
+        }
+    }
+}
