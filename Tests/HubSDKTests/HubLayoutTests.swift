@@ -40,21 +40,38 @@ import TestSupport
         await observer.close()
     }
 
-    /// A fleet grows from one bridge to a cluster: the single bridge stops, a member of 12 slots starts, and its
+    /// A fleet grows from one bridge to a cluster: the single bridge goes, a member of 12 slots starts, and its
     /// layout moves the hub under its slot's root. The hub says offline where it was, is born again there from its
-    /// cache (nobody re-pairs anything), and its next request is the cluster's.
+    /// cache (nobody re-pairs anything), its head-tracking session ends and the cluster starts another, and its next
+    /// request is the cluster's.
     @Test func aHubFollowsTheLayoutFromASingleBridgeToACluster() async throws {
         let fixture = try await BridgeFixture()
         let hub = try TestHub("mover", broker: fixture.broker) {
             #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
         }
+        try hub.recordHeadTracking()
+        // Worn, routed to the playing device, whose head tracking is on: a session.
+        try await HubHeadTrackingTests.report(fixture.broker, sequence: 1, headTracking: true)
         let paired = try await hub.perform { audiohub_pair($0, "buds", "Studio Pro", "SP-2", AUDIOHUB_CAP_ALL, $1, $2) }
-        let registered = try await hub.perform { audiohub_register($0, "buds", AUDIOHUB_CAP_ALL, $1, $2) }
+        var apple = audiohub_spatial_extension(
+            component_type: 0xaaf, component_sub_type: 0xc0f, component_manufacturer: 0xb05e, component_flags: 0,
+            component_flags_mask: 0)
+        let size = MemoryLayout<audiohub_spatial_extension>.size
+        let registered = try await hub.perform {
+            audiohub_register_spatial($0, "buds", AUDIOHUB_CAP_ALL, &apple, size, $1, $2)
+        }
+        var host = address(HubHeadTrackingTests.host)
+        let sources = try await hub.perform { audiohub_sources($0, "buds", &host, nil, $1, $2) }
         let placed = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, $1, $2) }
-        #expect(paired.succeeded && registered.succeeded && placed.succeeded && placed.epoch == 0)
+        #expect(paired.succeeded && registered.succeeded && sources.succeeded && placed.succeeded && placed.epoch == 0)
         #expect(audiohub_slots(hub.handle) == 0)
+        guard case .activate(let first) = try await hub.headTrackingCalls(count: 1)[0] else {
+            Issue.record("no session before the move")
+            return
+        }
 
-        try await fixture.stop()
+        // Killed: a bridge that stops invalidates its sessions itself, one that dies cannot.
+        try await fixture.killBridge()
         let etcd = try await EtcdServer()
         let member = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"),
@@ -78,11 +95,20 @@ import TestSupport
         #expect(state.name == "Studio Pro" && state.hubID == "mover" && state.epoch > 0)
         #expect(try await hubStatus(fixture.broker, "audio/slots/\(slot)/hubs/mover/status").online)
         #expect(try await !hubStatus(fixture.broker, "audio/hubs/mover/status").online)
+        // The single bridge's session ended with the move (the hub itself ended it: reason unspecified); the
+        // cluster's owner started its own.
+        let calls = try await hub.headTrackingCalls(count: 3, timeout: .seconds(30))
+        #expect(calls[1] == .invalidate(first, reason: AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED.rawValue), "\(calls)")
+        guard case .activate(let second) = calls[2] else {
+            Issue.record("no session under the cluster: \(calls)")
+            return
+        }
+        #expect(second.sessionID != first.sessionID && second.epoch == state.epoch)
 
         let after = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_OFF_HEAD, $1, $2) }
         #expect(after.succeeded && after.epoch == state.epoch, "\(after.message)")
-        // The rebirth's requests had no callback: the caller saw its four requests complete, once each.
-        #expect(hub.recorder.completions.withLock { $0.count } == 4)
+        // The rebirth's requests had no callback: the caller saw its five requests complete, once each.
+        #expect(hub.recorder.completions.withLock { $0.count } == 5)
         _ = member
     }
 
@@ -113,6 +139,44 @@ import TestSupport
             properties: MQTTProperties(contentType: "application/json")))
         try await waitUntil("the layout taken") { audiohub_slots(hub.handle) == 12 }
         #expect(hub.stats.layout_moves == 1 && hub.stats.layout_malformed == 4)
+        await writer.close()
+    }
+}
+
+extension HubLayoutTests {
+    /// A new count that leaves the hub in its slot changes only the count; one that moves it reconnects it under its
+    /// new root.
+    @Test func aNewCountMovesTheHubOnlyWhenItsSlotChanges() async throws {
+        let broker = try await MosquittoBroker()
+        let hub = try TestHub("layout-count", broker: broker) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
+        }
+        let id = HubID("layout-count")!
+        let twelve = ClusterSlots(12)!.slot(of: id)
+        let same = try #require((13...4096).first { ClusterSlots($0)!.slot(of: id) == twelve })
+        let other = try #require((13...4096).first { ClusterSlots($0)!.slot(of: id) != twelve })
+        var configuration = MQTTConfiguration(clientID: "layout-writer")
+        configuration.port = broker.port
+        let writer = try MQTTClient(configuration: configuration, logger: Logger(label: "layout-writer"))
+        try writer.start { _ in }
+        try await writer.waitUntilConnected()
+        func publish(_ slots: Int) throws {
+            let layout = WireCodec().encode(BridgeLayout(slots: ClusterSlots(slots)), as: .protobuf)
+            try writer.publish(MQTTMessage(topic: "audio/bridge/layout", payload: layout, retain: true))
+        }
+        try publish(12)
+        try await waitUntil("connected under slot \(twelve) of 12") {
+            audiohub_slots(hub.handle) == 12 && audiohub_is_connected(hub.handle)
+        }
+        #expect(hub.stats.connections == 1)
+        try publish(same)
+        try await waitUntil("the count \(same) taken") { audiohub_slots(hub.handle) == same }
+        #expect(hub.stats.connections == 1 && audiohub_is_connected(hub.handle), "the same slot: no move")
+        try publish(other)
+        try await waitUntil("moved under slot \(ClusterSlots(other)!.slot(of: id)) of \(other)") {
+            audiohub_slots(hub.handle) == other && hub.stats.connections == 2 && audiohub_is_connected(hub.handle)
+        }
+        #expect(hub.stats.layout_moves == 3)
         await writer.close()
     }
 }

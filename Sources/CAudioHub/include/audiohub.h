@@ -285,11 +285,12 @@ enum audiohub_option {
  * retained layout, "{topic root}/bridge/layout" (a single bridge's says 0; a cluster's, its count). Before it has one,
  * each connection is made without a will and subscribes to the layout alone: no status and no request goes out, and
  * requests wait in the queue. With the layout the hub connects again under its slot's root, and from then on every
- * connection subscribes to the layout too. When the layout changes, the hub moves: it says offline where it was,
- * connects under its new root, and sends every paired accessory again from its cache (as for a rebirth) ahead of
- * its requests, which go out anew; each head-tracking session in force ends (the handler's invalidate, reason
- * AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED), as the new root's bridge starts its own. audiohub_slots says which count
- * is in use. */
+ * connection subscribes to the layout too. When a new layout changes the hub's root (another slot, or a cluster's
+ * after a single bridge's), the hub moves: it says offline where it was, connects under its new root, and sends every
+ * paired accessory again from its cache (as for a rebirth) ahead of its requests, which go out anew; each
+ * head-tracking session in force ends (the handler's invalidate, reason AUDIOHUB_HEAD_TRACKING_REASON_UNSPECIFIED),
+ * as the new root's bridge starts its own. A new count that leaves the hub in its slot changes nothing else.
+ * audiohub_slots says which count is in use. */
 #define AUDIOHUB_SLOTS_FROM_BRIDGE (-1L)
 
 /* The slot count the hub's topics follow now: AUDIOHUB_OPT_SLOTS's, or with AUDIOHUB_SLOTS_FROM_BRIDGE the bridge's
@@ -571,7 +572,7 @@ struct audiohub_stats {
     uint64_t head_tracking_malformed; /* news dropped as unreadable (not protobuf, a field out of range, JSON) */
     uint64_t frames_sent;             /* frames handed to libmosquitto */
     /* Since 0.4: the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE). */
-    uint64_t layout_moves;     /* layouts taken: the first, and each change of the count (a move to another root) */
+    uint64_t layout_moves;     /* layouts taken: the first, and each change of the count (a move when its root changed) */
     uint64_t layout_malformed; /* layouts dropped as unreadable (a count out of range, not protobuf or JSON) */
 };
 

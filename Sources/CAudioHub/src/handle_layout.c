@@ -8,6 +8,7 @@
 #include "hub_private.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Makes every accessory ready to be born again under the new root (mutex held): its request in flight goes out anew
  * (a new sequence, after the rebirth), a rebirth from the cache goes first when it is paired, the fences of the old
@@ -84,7 +85,10 @@ void ah_handle_layout(struct audiohub *hub, const struct mosquitto_message *mess
     } else if (!hub->follow_layout || !connected || (hub->layout_known && slots == hub->slots)) {
         /* Not following, a connection going, or the layout in use (the retained copy at each subscription). */
     } else {
-        if (hub->layout_known) {
+        char root[sizeof hub->hub_root];
+        ah_root_of(hub, slots, root, sizeof root);
+        bool same_root = hub->layout_known && strcmp(root, hub->hub_root) == 0;
+        if (hub->layout_known && !same_root) {
             /* A move: offline where the hub was (before DISCONNECT, on the same connection), and born again. */
             ah_publish_status(hub, false, NULL);
             count = prepare_move(hub, ended, capacity);
@@ -92,13 +96,16 @@ void ah_handle_layout(struct audiohub *hub, const struct mosquitto_message *mess
         hub->slots = slots;
         hub->layout_known = true;
         hub->stats.layout_moves++;
-        ah_reset_topics(hub);
-        /* The will and the subscriptions are the connection's: connect again at once, under the new root. */
-        hub->moving = true;
-        int rc = mosquitto_disconnect(hub->mosq);
-        if (rc != MOSQ_ERR_SUCCESS) {
-            hub->last_mosquitto_error = rc;
+        if (!same_root) {
+            /* The will and the subscriptions are the connection's: connect again at once, under the new root. */
+            ah_reset_topics(hub);
+            hub->moving = true;
+            int rc = mosquitto_disconnect(hub->mosq);
+            if (rc != MOSQ_ERR_SUCCESS) {
+                hub->last_mosquitto_error = rc;
+            }
         }
+        /* Else the count changed and the hub's slot did not: its topics stay, and its accessories are there. */
     }
     struct audiohub_head_tracking_handler handler = hub->head_tracking;
     unlock(hub);

@@ -89,15 +89,19 @@ long audiohub_slots(struct audiohub *hub)
     return slots;
 }
 
+void ah_root_of(const struct audiohub *hub, long slots, char *out, size_t size)
+{
+    if (slots > 0) {
+        snprintf(out, size, "%s/slots/%ld", hub->topic_root, audiohub_slot(hub->hub_id, slots));
+    } else {
+        snprintf(out, size, "%s", hub->topic_root);
+    }
+}
+
 /* The hub's topics, under its root: the topic root, or in a cluster its slot's (mutex held or not yet shared). */
 static void set_topics(struct audiohub *hub, const char *token)
 {
-    if (hub->slots > 0) {
-        snprintf(hub->hub_root, sizeof hub->hub_root, "%s/slots/%ld", hub->topic_root,
-                 audiohub_slot(hub->hub_id, hub->slots));
-    } else {
-        snprintf(hub->hub_root, sizeof hub->hub_root, "%s", hub->topic_root);
-    }
+    ah_root_of(hub, hub->slots, hub->hub_root, sizeof hub->hub_root);
     snprintf(hub->response_topic, sizeof hub->response_topic, "%s/hubs/%s/responses/%s", hub->hub_root,
              hub->hub_id, token);
     snprintf(hub->rebirth_topic, sizeof hub->rebirth_topic, "%s/hubs/%s/rebirth", hub->hub_root, hub->hub_id);

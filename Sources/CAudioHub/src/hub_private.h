@@ -333,6 +333,8 @@ static inline void unlock(struct audiohub *hub)
 bool ah_replace_text(char **slot, const char *text);
 /* Builds the topics again after the root or the slots changed (mutex held). */
 void ah_reset_topics(struct audiohub *hub);
+/* The root of the hub's topics under `slots` slots (0: a single bridge's, the topic root) into `out`. */
+void ah_root_of(const struct audiohub *hub, long slots, char *out, size_t size);
 
 /* ---- connect.c ---- */
 
