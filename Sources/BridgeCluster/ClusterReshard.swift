@@ -7,13 +7,14 @@ import HomeAutomation
 import Logging
 import MQTTClient
 
-/// `accessory-bridge reshard`: moves a stopped cluster to another slot count (docs/scale-out.md, "Changing the slot
-/// count"). It records the count in etcd (every member stopped: ``ReshardPlan/decide(cluster:members:recorded:to:)``),
-/// then moves each accessory's retained state (its pins and switching choice with it) to the slot its hub belongs to
-/// now, removing the old copy and its view (``ReshardPlan/steps(for:to:)``); when the count shrinks, it also removes
-/// what the slots that are gone retained for Home Assistant and the hubs' statuses there. Members then start with the
-/// new `--slots`; the owner of slot 0 says the new count in the bridge's layout, which hubs that follow it move to.
-/// Run again, it finishes what a run that ended halfway left.
+/// `accessory-bridge reshard`: moves a cluster to another slot count (docs/scale-out.md, "Changing the slot count").
+/// It records `N resharding` in etcd (``ReshardPlan/decide(cluster:recorded:to:)``), at which every running member
+/// leaves (its slots stop, its lease is revoked) and waits; once every member has left, it moves each accessory's
+/// retained state (its pins and switching choice with it) to the slot its hub belongs to now, removing the old copy
+/// and its view (``ReshardPlan/steps(for:to:)``), and when the count shrinks what the slots that are gone retained for
+/// Home Assistant and of the hubs' statuses; it writes the device listings anew, and records `N`, at which the members
+/// join again with `N` slots. The owner of slot 0 then says the new count in the bridge's layout, which hubs that
+/// follow it move to. Run again after it was interrupted, it finishes what is left.
 public enum ClusterReshard {
     /// What a reshard did.
     public struct Summary: Hashable, Sendable, CustomStringConvertible {
@@ -30,9 +31,12 @@ public enum ClusterReshard {
         public var hubStatusesRemoved = 0
         /// Devices listed anew in etcd, by the slots that list them under the new count.
         public var devices = 0
+        /// The cluster had the count already, and no reshard was under way.
+        public var nothingToDo = false
 
         public var description: String {
-            "\(from.count) → \(to.count) slots: \(states) accessory states, \(moved) moved, \(removed) older copies "
+            if nothingToDo { return "the cluster has \(to.count) slots already: nothing to do" }
+            return "\(from.count) → \(to.count) slots: \(states) accessory states, \(moved) moved, \(removed) older copies "
                 + "removed, \(unreadable) unreadable; of the slots gone, \(configsRemoved) discovery configs and "
                 + "\(hubStatusesRemoved) hub statuses removed; \(devices) devices listed anew"
         }
@@ -46,7 +50,11 @@ public enum ClusterReshard {
     public static func run(
         cluster: ClusterConfiguration, bridge: BridgeConfiguration, store: any CoordinationStore, logger: Logger
     ) async throws -> Summary {
-        let from = try await record(cluster: cluster, store: store, logger: logger)
+        guard let from = try await record(cluster: cluster, store: store, logger: logger) else {
+            var summary = Summary(from: cluster.slots, to: cluster.slots)
+            summary.nothingToDo = true
+            return summary
+        }
         var summary = Summary(from: from, to: cluster.slots)
         let accessories = try await move(cluster: cluster, bridge: bridge, summary: &summary, logger: logger)
         summary.devices = try await list(ReshardPlan.listings(of: accessories, to: cluster.slots), cluster, store)
@@ -120,10 +128,11 @@ public enum ClusterReshard {
         return devices.count
     }
 
-    /// Records the new count in etcd, every member stopped; returns the count it replaced.
+    /// Records `N resharding` in etcd and waits until every member has left; returns the count it replaced (`nil`:
+    /// the cluster has the count already, and nothing is done).
     private static func record(
         cluster: ClusterConfiguration, store: any CoordinationStore, logger: Logger
-    ) async throws -> ClusterSlots {
+    ) async throws -> ClusterSlots? {
         let keys = ClusterKeys(cluster: cluster.name)
         return try await inSession(store) { session in try await record(cluster, keys, store, session, logger) }
     }
@@ -131,23 +140,16 @@ public enum ClusterReshard {
     private static func record(
         _ cluster: ClusterConfiguration, _ keys: ClusterKeys, _ store: any CoordinationStore, _ session: LeaseSession,
         _ logger: Logger
-    ) async throws -> ClusterSlots {
-        let snapshot = try await store.read(prefix: keys.prefix, in: session)
-        var members: [String] = []
-        var layout: CoordinationEntry?
-        for entry in snapshot.entries {
-            switch keys.subject(of: entry.key) {
-            case .member(let name)?: members.append(name)
-            case .layout?: layout = entry
-            default: break
-            }
-        }
-        let decision = ReshardPlan.decide(
-            cluster: cluster.name, members: members, recorded: layout?.value, to: cluster.slots)
+    ) async throws -> ClusterSlots? {
+        let layout = try await store.get(keys.layout, in: session)
+        let decision = ReshardPlan.decide(cluster: cluster.name, recorded: layout?.value, to: cluster.slots)
         let (from, to): (ClusterSlots, ClusterSlots)
         switch decision {
         case .refuse(let reason): throw Refused(description: reason)
-        case .moveOnly(let count): (from, to) = (count, count)
+        case .nothing(let count):
+            logger.info("the cluster has this slot count already: nothing to do", metadata: ["slots": "\(count.count)"])
+            return nil
+        case .resume(let count): (from, to) = (count, count)
         case .record(let old, let new): (from, to) = (old, new)
         }
         // "resharding" until the states are moved: a member started meanwhile refuses to join.
@@ -160,9 +162,41 @@ public enum ClusterReshard {
             throw Refused(description: "cluster \(cluster.name)'s slot count changed meanwhile: run reshard again")
         }
         logger.info(
-            from == to ? "the cluster's slot count is recorded already: moving what is left" : "resharding the cluster",
+            from == to ? "resuming an unfinished reshard" : "resharding the cluster",
             metadata: ["from": "\(from.count)", "to": "\(to.count)"])
+        try await waitUntilEveryMemberLeft(keys, store, session, logger)
         return from
+    }
+
+    /// How long the members have to leave (each stops its slots, then revokes its lease).
+    static let membersLeave = Duration.seconds(60)
+
+    /// Waits until no member is registered and no slot is claimed: the members that saw `N resharding` have left.
+    private static func waitUntilEveryMemberLeft(
+        _ keys: ClusterKeys, _ store: any CoordinationStore, _ session: LeaseSession, _ logger: Logger
+    ) async throws {
+        let deadline = ContinuousClock.now + membersLeave
+        var logged = false
+        while true {
+            let entries = try await store.read(prefix: keys.prefix, in: session).entries
+            let members = entries.compactMap { if case .member(let name)? = keys.subject(of: $0.key) { name } else { nil } }
+            let claims = entries.count { if case .slot? = keys.subject(of: $0.key) { true } else { false } }
+            if members.isEmpty && claims == 0 { return }
+            guard ContinuousClock.now < deadline else {
+                throw Refused(
+                    description: """
+                        members \(members.sorted().joined(separator: ", ")) did not leave within \(membersLeave) (\(claims) \
+                        slots still claimed): a member of a release before the reshard's does not follow it; stop it, \
+                        then run reshard again
+                        """)
+            }
+            if !logged && !members.isEmpty {
+                logger.info("waiting for the members to leave", metadata: ["members": "\(members.sorted())"])
+                logged = true
+            }
+            _ = try await store.keepAlive(session.lease)
+            try await Task.sleep(for: .milliseconds(250))
+        }
     }
 
     /// Reads every slot's retained states (and, of the slots gone, what they retained for Home Assistant and the

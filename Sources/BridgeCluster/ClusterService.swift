@@ -105,22 +105,74 @@ public final class ClusterService: Service {
         return reasons + slots.flatMap(\.service.notReadyBecause)
     }
 
+    /// Takes part until a graceful shutdown. A reshard (docs/scale-out.md, "Changing the slot count") makes the
+    /// member leave, wait until it has ended, and join again with the new count: each membership is a round of its
+    /// own, with its own state machine and events (an old round's late answers go nowhere).
     public func run() async throws {
-        let (events, post) = AsyncStream<Event>.makeStream()
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.tickInterval)
-                post.yield(.tick)
+        var slots = configuration.slots
+        while true {
+            let (events, post) = AsyncStream<Event>.makeStream()
+            let ticker = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.tickInterval)
+                    post.yield(.tick)
+                }
             }
+            var loop = Loop(service: self, post: post, slots: slots)
+            await withGracefulShutdownHandler {
+                await loop.run(events)
+            } onGracefulShutdown: {
+                post.yield(.shutdown)
+            }
+            ticker.cancel()
+            post.finish()
+            if let refusal = loop.refusal { throw Refusal(description: refusal) }
+            guard !loop.stopping, let count = loop.machine.leftForReshard,
+                let recorded = await waitForReshard(to: count)
+            else { return }
+            slots = recorded
         }
-        defer { ticker.cancel() }
-        var loop = Loop(service: self, post: post)
-        await withGracefulShutdownHandler {
-            await loop.run(events)
+    }
+
+    /// Polls the recorded count until no reshard is under way (`nil`: a graceful shutdown came first). Returns the
+    /// count recorded then: the one to join with.
+    private func waitForReshard(to count: ClusterSlots) async -> ClusterSlots? {
+        logger.info("waiting for the reshard to end, to join again", metadata: ["cluster.slots": "\(count.count)"])
+        let (store, keys, logger) = (store, keys, logger)
+        let waiting = Task { () -> ClusterSlots? in
+            var session: LeaseSession?
+            while !Task.isCancelled {
+                do {
+                    let current: LeaseSession
+                    if let session {
+                        current = session
+                    } else {
+                        current = LeaseSession(lease: try await store.grantLease(ttl: .seconds(10)))
+                        session = current
+                    }
+                    if let value = try await store.get(keys.layout, in: current)?.value,
+                        let (recorded, resharding) = ReshardPlan.Recorded.parse(value), !resharding
+                    {
+                        current.close()
+                        try? await store.revoke(current.lease)
+                        logger.info("the reshard has ended: joining again", metadata: ["cluster.slots": "\(recorded.count)"])
+                        return recorded
+                    }
+                    if try await !store.keepAlive(current.lease) { session = nil }
+                } catch {
+                    logger.warning("could not read the cluster's slot count", metadata: ["error": "\(error)"])
+                    session = nil
+                }
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            if let session { try? await store.revoke(session.lease) }
+            return nil
+        }
+        return await withGracefulShutdownHandler {
+            await waiting.value
         } onGracefulShutdown: {
-            post.yield(.shutdown)
+            waiting.cancel()
         }
-        if let refusal = loop.refusal { throw Refusal(description: refusal) }
     }
 
     /// Why the member did not take part (it left the cluster first).
@@ -146,20 +198,24 @@ public final class ClusterService: Service {
         var finished = false
         /// Why the member refused to take part, once it did.
         var refusal: String?
+        /// A graceful shutdown was asked for (or a refusal): no round follows this one.
+        var stopping = false
+        /// The cluster's slot count in this round.
+        let slots: ClusterSlots
 
-        init(service: ClusterService, post: AsyncStream<Event>.Continuation) {
+        init(service: ClusterService, post: AsyncStream<Event>.Continuation, slots: ClusterSlots) {
             self.service = service
             self.post = post
+            self.slots = slots
             machine = ClusterStateMachine(
-                member: service.configuration.member, slotCount: service.configuration.slots.count,
-                policy: service.configuration.policy)
+                member: service.configuration.member, slotCount: slots.count, policy: service.configuration.policy)
         }
 
         mutating func run(_ events: AsyncStream<Event>) async {
             service.logger.info(
                 "joining the cluster",
                 metadata: [
-                    "cluster.name": "\(service.configuration.name)", "cluster.slots": "\(service.configuration.slots.count)",
+                    "cluster.name": "\(service.configuration.name)", "cluster.slots": "\(slots.count)",
                     "etcd": "\(service.configuration.endpoint)",
                 ])
             await perform(machine.start(at: .now))
@@ -195,7 +251,14 @@ public final class ClusterService: Service {
                 if !alive { service.logger.warning("the lease expired: every slot stops, and the member joins again") }
                 return machine.keepAliveAnswered(alive: alive, sentAt: sentAt, at: now)
             case .registered(let layout):
-                return machine.registered(layout: layout, at: now)
+                let actions = machine.registered(layout: layout, at: now)
+                if let count = machine.leftForReshard {
+                    shuttingDown = true
+                    service.logger.info(
+                        "the cluster is being resharded: the member joins once the reshard has ended",
+                        metadata: ["cluster.slots": "\(count.count)"])
+                }
+                return actions
             case .loaded(let members, let claims, let devices):
                 service.logger.info(
                     "read the cluster",
@@ -241,6 +304,7 @@ public final class ClusterService: Service {
                 return []
             case .shutdown:
                 shuttingDown = true
+                stopping = true
                 service.logger.info("leaving the cluster: every slot stops, then the lease is revoked")
                 return machine.shutdown(at: now)
             }
@@ -252,8 +316,18 @@ public final class ClusterService: Service {
             case .put(let entry):
                 switch service.keys.subject(of: entry.key) {
                 case .layout?:
-                    // Read when the member joins; a count changed under a running cluster is not followed.
-                    return []
+                    // Read when the member joins; while a reshard moves the states, the member leaves.
+                    let actions = machine.layoutChanged(entry.value, at: now)
+                    if let count = machine.leftForReshard, !actions.isEmpty {
+                        shuttingDown = true
+                        service.logger.info(
+                            """
+                            the cluster is being resharded: every slot stops, the lease is revoked, and the member joins \
+                            again with the new count once the reshard has ended
+                            """,
+                            metadata: ["cluster.slots": "\(count.count)"])
+                    }
+                    return actions
                 case .member(let name)?:
                     if !machine.members.contains(name) { service.logger.info("a member joined", metadata: ["member": "\(name)"]) }
                     return machine.memberJoined(name, at: now)
@@ -329,8 +403,8 @@ public final class ClusterService: Service {
                 session?.close()
                 let session = LeaseSession(lease: lease)
                 self.session = session
+                let slots = "\(self.slots.count)"
                 Task {
-                    let slots = "\(service.configuration.slots.count)"
                     let layout: String?? = await service.timed("register") {
                         if let replacing { try await store.revoke(replacing) }
                         // The cluster's slot count, if this is its first member.
@@ -397,7 +471,8 @@ public final class ClusterService: Service {
                 let link = SharedDeviceLink(send: { devices.send($0) })
                 links[slot] = SlotLink(link: link, devices: devices)
                 link.post(directory.slotStarted(slot).map(\.event))
-                chain(slot) { service.startSlot(slot, epoch: epoch, sharedDevices: link, post: post) }
+                let slots = self.slots
+                chain(slot) { service.startSlot(slot, of: slots, epoch: epoch, sharedDevices: link, post: post) }
             case .stopSlot(let slot, let reason):
                 service.metrics.stops[reason]?.increment()
                 directory.slotStopped(slot)
@@ -432,6 +507,7 @@ public final class ClusterService: Service {
                 service.logger.error("this member does not take part in the cluster", metadata: ["reason": "\(reason)"])
                 refusal = reason
                 shuttingDown = true
+                stopping = true
             }
         }
 
@@ -458,7 +534,8 @@ public final class ClusterService: Service {
     }
 
     private func startSlot(
-        _ slot: Int, epoch: UInt64, sharedDevices: SharedDeviceLink, post: AsyncStream<Event>.Continuation
+        _ slot: Int, of slots: ClusterSlots, epoch: UInt64, sharedDevices: SharedDeviceLink,
+        post: AsyncStream<Event>.Continuation
     ) {
         var configuration = bridge
         configuration.mqtt.clientID = self.configuration.clientID(of: slot)
@@ -466,7 +543,7 @@ public final class ClusterService: Service {
             guard let self else { return "the member stopped" }
             return self.connectionRefusal()
         }
-        let served = ServedSlot(ClusterSlot(slot, of: self.configuration.slots)!, epoch: epoch)
+        let served = ServedSlot(ClusterSlot(slot, of: slots)!, epoch: epoch)
         let started = ContinuousClock.now
         let logger = logger
         let service: AccessoryBridgeService

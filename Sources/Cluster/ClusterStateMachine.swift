@@ -1,3 +1,5 @@
+import AccessoryModel
+
 /// One bridge's part in a cluster (docs/scale-out.md), as a pure state machine: what etcd and the slots report, and
 /// the time, go in; what to ask etcd and which slots to start or stop come out, in order. The shell
 /// (`BridgeCluster`'s ClusterService) runs the actions and reports their outcomes as events; nothing here touches the
@@ -81,6 +83,8 @@ public struct ClusterStateMachine: Sendable {
         case fenced
         /// The member shuts down.
         case shutdown
+        /// The cluster is being resharded: the member leaves, and joins again with the new count.
+        case resharding
         /// Its bridge ended by itself (it could not connect for good, say): it starts again after a pause.
         case failed
 
@@ -133,6 +137,8 @@ public struct ClusterStateMachine: Sendable {
     private var slotFailures: [Int: Int] = [:]
     /// A lease given up while etcd did not answer: revoked once it does, which frees the claims bound to it.
     private var abandonedLease: Lease?
+    /// The count of a reshard this member left for: it joins again with it once the reshard has ended.
+    public private(set) var leftForReshard: ClusterSlots?
     /// The live members, as etcd says.
     public private(set) var members: Set<String> = [] {
         didSet { if members != oldValue { owners = Self.owners(of: slotCount, among: live) } }
@@ -172,7 +178,8 @@ public struct ClusterStateMachine: Sendable {
         switch phase {
         case .idle, .granting: return ["no etcd lease: is etcd reachable?"]
         case .registering, .loading: return ["joining the cluster"]
-        case .stopped: return ["left the cluster"]
+        case .stopped:
+            return [leftForReshard.map { "the cluster is being resharded to \($0.count) slots" } ?? "left the cluster"]
         case .running:
             let moving = holdings.filter { if case .serving = $0.value { false } else { true } }.keys.sorted()
             let queued = waitingCount
@@ -221,11 +228,9 @@ public struct ClusterStateMachine: Sendable {
     public mutating func registered(layout: String? = nil, at now: Instant) -> [Action] {
         guard case .registering(let lease) = phase else { return [] }
         if let layout, let (recorded, resharding) = ReshardPlan.Recorded.parse(layout), resharding {
-            let reason = """
-                this cluster is being resharded to \(recorded.count) slots: start its members with --slots \
-                \(recorded.count) once `accessory-bridge reshard` has ended (docs/scale-out.md, "Changing the slot count")
-                """
-            return [.refuse(reason: reason)] + shutdown(at: now)
+            // Its slots would rebuild before their states are there: it waits for the reshard, as the members do.
+            leftForReshard = recorded
+            return leave(at: now, reason: .resharding)
         }
         if let layout, layout != "\(slotCount)" {
             let reason = """
@@ -385,9 +390,27 @@ public struct ClusterStateMachine: Sendable {
 
     /// Graceful shutdown: every slot stops, then the lease is revoked, which deletes this member's key and claims at
     /// once: the other members take its slots over without waiting for the lease to expire.
+    /// The cluster's recorded slot count changed (the watch): `N resharding` while `accessory-bridge reshard` moves
+    /// the states. A running member leaves as a graceful shutdown does (every slot stops, the lease is revoked, which
+    /// frees its claims), and ``leftForReshard`` says with which count to join again once the reshard has ended.
+    /// Anything else (the end of a reshard, read by a member that joined meanwhile) changes nothing here.
+    public mutating func layoutChanged(_ value: String, at now: Instant) -> [Action] {
+        switch phase {
+        case .loading, .running: break
+        case .idle, .granting, .registering, .stopped: return []
+        }
+        guard let (count, resharding) = ReshardPlan.Recorded.parse(value), resharding else { return [] }
+        leftForReshard = count
+        return leave(at: now, reason: .resharding)
+    }
+
     public mutating func shutdown(at now: Instant) -> [Action] {
+        leave(at: now, reason: .shutdown)
+    }
+
+    private mutating func leave(at now: Instant, reason: StopReason) -> [Action] {
         let lease = self.lease
-        var actions = running.map { Action.stopSlot(slot: $0, reason: .shutdown) }
+        var actions = running.map { Action.stopSlot(slot: $0, reason: reason) }
         holdings.removeAll()
         slotFailures.removeAll()
         phase = .stopped

@@ -1,29 +1,24 @@
 import AccessoryModel
 
-/// Moving a stopped cluster to another slot count (`accessory-bridge reshard`, docs/scale-out.md "Changing the slot
-/// count"): whether it may go ahead, and where each accessory's retained state goes. Pure: the shell reads etcd and
-/// the retained states, and does what this says.
+/// Moving a cluster to another slot count (`accessory-bridge reshard`, docs/scale-out.md "Changing the slot count"):
+/// whether it may go ahead, where each accessory's retained state goes, and the device listings anew. Pure: the shell
+/// reads etcd and the retained states, and does what this says.
 public enum ReshardPlan {
     /// What etcd says of the cluster, and what to do about it.
     public enum Decision: Hashable, Sendable {
-        /// Record `to` as the cluster's count (it was `from`), then move the states.
+        /// Record `to` as the cluster's count (it was `from`), then, every member gone, move the states.
         case record(from: ClusterSlots, to: ClusterSlots)
-        /// The count is `to` already (a reshard run again, or ended before its moves): move what is left.
-        case moveOnly(ClusterSlots)
+        /// A reshard to this count ended before it was done: do what is left.
+        case resume(ClusterSlots)
+        /// The cluster has this count already, and no reshard is under way: nothing to do.
+        case nothing(ClusterSlots)
         /// Not now, and why.
         case refuse(String)
     }
 
-    /// The decision, from the cluster's registered members and recorded count (`nil`: no member ever started).
-    public static func decide(cluster: String, members: [String], recorded: String?, to target: ClusterSlots)
-        -> Decision
-    {
-        guard members.isEmpty else {
-            let names = members.sorted().joined(separator: ", ")
-            return .refuse(
-                "cluster \(cluster) has members running (\(names)): stop every member first, then reshard, then start "
-                    + "them with --slots \(target.count)")
-        }
+    /// The decision, from the cluster's recorded count (`nil`: no member ever started). Running members are no
+    /// reason to wait: they leave when they see `N resharding`, and join again once it is `N`.
+    public static func decide(cluster: String, recorded: String?, to target: ClusterSlots) -> Decision {
         guard let recorded else {
             return .refuse("cluster \(cluster) has no slot count recorded in etcd: no member of it ever started")
         }
@@ -32,12 +27,12 @@ public enum ReshardPlan {
         }
         if unfinished {
             return from == target
-                ? .moveOnly(target)
+                ? .resume(target)
                 : .refuse(
                     "cluster \(cluster) has a reshard to \(from.count) slots unfinished: run it again with --slots "
                         + "\(from.count) first")
         }
-        return from == target ? .moveOnly(target) : .record(from: from, to: target)
+        return from == target ? .nothing(target) : .record(from: from, to: target)
     }
 
     /// The slot count as etcd's `layout` key holds it: `64`, or `64 resharding` while a reshard to 64 moves the

@@ -20,7 +20,7 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         abstract: "Bridges AudioAccessoryKit-style accessory telemetry over MQTT to audio switching commands.",
         usage: "accessory-bridge [--<setting> <value> | --no-<setting>] ...",
         discussion: Settings.help + "\n\nA flag wins over the environment, which wins over the file.\n\n"
-            + "accessory-bridge reshard: move a stopped cluster to another slot count (accessory-bridge reshard --help).",
+            + "accessory-bridge reshard: move the cluster to another slot count (accessory-bridge reshard --help).",
         version: Release.version,
         // Help is answered in run(): the settings take every argument, `reshard --help` among them.
         helpNames: [])

@@ -5,21 +5,22 @@ import Etcd
 import Logging
 import MQTTClient
 
-/// `accessory-bridge reshard`: moves a stopped cluster to another slot count, with the settings a member runs with
+/// `accessory-bridge reshard`: moves a cluster to another slot count, with the settings a member runs with
 /// (``ClusterReshard``, docs/scale-out.md "Changing the slot count").
 struct ReshardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reshard",
-        abstract: "Move a stopped cluster to another slot count (--slots), and exit.",
+        abstract: "Move a cluster to another slot count (--slots) while its members run, and exit.",
         usage: "accessory-bridge reshard --cluster <etcd url> --cluster-name <name> --slots <count> [--<setting> ...]",
         discussion: """
-            Every member must be stopped. Records --slots as the cluster's count in etcd, then moves each accessory's \
-            retained state (its pins and switching choice with it) to the slot its hub belongs to under the new \
-            count, removing the old copy; when the count shrinks, also removes what the slots that are gone retained \
-            for Home Assistant and of the hubs' statuses. Then start the members with the new --slots: hubs that \
-            follow the bridge's layout move by themselves. Run again, it finishes what an interrupted run left. It \
-            takes the settings a member takes (the broker, its credentials and TLS, the topic root, the Home \
-            Assistant prefix, etcd and its TLS).
+            Records "<count> resharding" as the cluster's count in etcd: every member leaves (its slots stop) and \
+            waits. Then moves each accessory's retained state (its pins and switching choice with it) to the slot its \
+            hub belongs to under the new count, removing the old copy; when the count shrinks, also removes what the \
+            slots that are gone retained for Home Assistant and of the hubs' statuses; lists the devices anew; and \
+            records the count, at which the members join again with it. Hubs that follow the bridge's layout move by \
+            themselves; give the members the new --slots for their next start. Run again, it finishes what an \
+            interrupted run left. It takes the settings a member takes (the broker, its credentials and TLS, the \
+            topic root, the Home Assistant prefix, etcd and its TLS).
             """,
         version: Release.version)
 

@@ -10,7 +10,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// `accessory-bridge reshard` against real etcd, mosquitto and members: a stopped cluster moves to another slot
+/// `accessory-bridge reshard` against real etcd, mosquitto and members: a running cluster moves to another slot
 /// count and keeps every accessory (docs/scale-out.md, "Changing the slot count").
 @Suite struct ReshardTests {
     static let logger = Logger(label: "reshard-test")
@@ -19,17 +19,18 @@ import TestSupport
 
     static func accessory(_ index: Int) -> AccessoryID { AccessoryID("acc-\(index)")! }
 
-    /// 12 slots grow to 16, then shrink to 5, home automation on. Refused while a member serves; each accessory's
-    /// state (the person's pin with it) is then under the slot its hub belongs to, and nowhere else; the members
-    /// started with the new count serve those accessories (a request about one that had not been restored would be
-    /// refused as not paired); Home Assistant keeps one config per accessory, under the new slot's node; a run again
-    /// moves nothing.
-    @Test func aStoppedClusterMovesToAnotherSlotCountAndKeepsEveryAccessory() async throws {
+    /// Two members serve 12 slots, home automation on; the cluster grows to 16 slots, then shrinks to 5, while they
+    /// run. Each time the members leave and join again with the new count (the same processes); each accessory's
+    /// state (the person's pin with it) is then under the slot its hub belongs to, and nowhere else; the device
+    /// listings name the new slots; the members serve those accessories (a request about one that had not been
+    /// restored would be refused as not paired); Home Assistant keeps one config per accessory, under its new slot's
+    /// node; a run to the count the cluster has does nothing; a member given the old count refuses to join.
+    @Test func aRunningClusterMovesToAnotherSlotCountAndKeepsEveryAccessory() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
         let members = MemberProcesses(etcd: etcd, broker: broker, cluster: "grow", slots: 12)
-        try members.start("m1", homeAutomation: true)
-        try await waitUntil("m1 serves its 12 slots", timeout: .seconds(30)) { members.owners().count == 12 }
+        for name in ["m1", "m2"] { try members.start(name, homeAutomation: true) }
+        try await members.waitUntilServed(by: ["m1", "m2"])
         let twelve = ClusterSlots(12)!, sixteen = ClusterSlots(16)!, five = ClusterSlots(5)!
         for (index, hub) in Self.hubs.enumerated() {
             try await Self.withHub(hub, slots: twelve, broker: broker) { hub in
@@ -49,34 +50,23 @@ import TestSupport
         #expect(pinned.accessory.pinnedSource == Self.phone)
         await controls.stop()
 
-        // While m1 serves, nothing happens.
-        var (code, output) = try await Self.reshard(to: 16, members)
-        #expect(code != 0 && output.contains("cluster grow has members running (m1): stop every member first"), "\(output)")
-        _ = try await members.stop("m1")
-
+        // 12 → 16.
         let moving = Self.hubs.filter { twelve.slot(of: $0) != sixteen.slot(of: $0) }.count
         try #require(moving > 0, "some hub changes slot")
-        (code, output) = try await Self.reshard(to: 16, members)
+        var (code, output) = try await Self.reshard(to: 16, members)
         #expect(code == 0, "\(output)")
         #expect(output.contains("12 → 16 slots: 6 accessory states, \(moving) moved, 0 older copies removed"), "\(output)")
+        #expect(Set(members.lines("waiting for the reshard to end, to join again").compactMap { $0["cluster.member"] as? String })
+            == ["m1", "m2"])
         try await Self.expectStatesInPlace(under: sixteen, placement: .onHead, broker)
-        // The device listings named the old slots (every hub's accessory lists the phone: it is shared): listed anew
-        // by the slots that list it under the new count.
         try await Self.expectListed(under: sixteen, etcd)
-        (code, output) = try await Self.reshard(to: 16, members)
-        #expect(code == 0 && output.contains("16 → 16 slots: 6 accessory states, 0 moved"), "run again: \(output)")
-
-        // A member with the old count refuses; one with the new count serves every accessory as it was.
-        try members.start("m2", slots: 12)
-        #expect(try await members.process("m2").exit(timeout: .seconds(20)) != 0)
-        try members.start("m3", homeAutomation: true, slots: 16)
-        try await waitUntil("m3 serves 16 slots", timeout: .seconds(30)) { members.owners().count == 16 }
+        try await Self.waitUntilServed(sixteen, members)
         try await Self.expectServed(under: sixteen, broker)
         try await Self.expectOneConfigPerAccessory(under: sixteen, broker)
-        try await Self.expectListed(under: sixteen, etcd)
+        (code, output) = try await Self.reshard(to: 16, members)
+        #expect(code == 0 && output.contains("the cluster has 16 slots already: nothing to do"), "run again: \(output)")
 
-        // Shrinking: the slots gone (5...15) lose what they retained; the five left serve everything.
-        _ = try await members.stop("m3")
+        // 16 → 5: the slots gone lose what they retained.
         (code, output) = try await Self.reshard(to: 5, members)
         #expect(code == 0 && output.contains("16 → 5 slots: 6 accessory states"), "\(output)")
         #expect(!output.contains(", 0 discovery configs"), "the configs of the slots gone are removed: \(output)")
@@ -84,11 +74,24 @@ import TestSupport
         try await Self.expectListed(under: five, etcd)
         let statuses = try await Self.retained(["audio/slots/+/hubs/+/status"], broker)
         #expect(statuses.keys.allSatisfy { Self.slot(of: $0).map { $0 < 5 } ?? false }, "\(statuses.keys.sorted())")
-        try members.start("m4", homeAutomation: true, slots: 5)
-        try await waitUntil("m4 serves 5 slots", timeout: .seconds(30)) { members.owners().count == 5 }
+        try await Self.waitUntilServed(five, members)
         try await Self.expectServed(under: five, broker)
         try await Self.expectOneConfigPerAccessory(under: five, broker)
-        _ = try await members.stop("m4")
+        #expect(try members.process("m1").isRunning && members.process("m2").isRunning, "the same processes throughout")
+
+        // A member started with the old count is refused, naming both.
+        try members.start("m3", slots: 12)
+        #expect(try await members.process("m3").exit(timeout: .seconds(20)) != 0)
+        #expect(members.logText.contains("this cluster was created with 5 slots, and this member was given 12"))
+        for name in ["m1", "m2"] { _ = try await members.stop(name) }
+    }
+
+    /// Waits until `slots` are all served, by the running members m1 and m2, and no other slot is.
+    static func waitUntilServed(_ slots: ClusterSlots, _ members: MemberProcesses) async throws {
+        try await waitUntil("\(slots) served by m1 and m2", timeout: .seconds(60)) {
+            let owners = members.owners()
+            return Set(owners.keys) == Set(0..<slots.count) && Set(owners.values).isSubset(of: ["m1", "m2"])
+        }
     }
 
     /// Runs `accessory-bridge reshard` for `members`' cluster; its status and what it printed.

@@ -1,3 +1,4 @@
+import AccessoryModel
 import Cluster
 import Testing
 
@@ -264,17 +265,33 @@ import Testing
         #expect(machine.loaded(members: ["a"], claims: [:], at: now).count == 12)
     }
 
-    /// While a reshard moves the states (`12 resharding`), a member refuses to join, even one given the new count:
-    /// its slots would rebuild before their states are there.
-    @Test mutating func aMemberRefusesToJoinWhileTheClusterIsResharded() {
+    /// While a reshard moves the states (`12 resharding`), a member that registers leaves at once and waits, to join
+    /// with the new count: its slots would rebuild before their states are there.
+    @Test mutating func aMemberThatRegistersWhileTheClusterIsReshardedWaitsForTheNewCount() {
         #expect(machine.start(at: now) == [.grantLease(ttl: .seconds(2))])
         _ = machine.leaseGranted(7, sentAt: now, at: now)
-        let actions = machine.registered(layout: "12 resharding", at: now)
-        guard case .refuse(let reason) = actions.first else {
-            Issue.record("no refusal: \(actions)")
-            return
-        }
-        #expect(reason.contains("being resharded to 12 slots") && reason.contains("once `accessory-bridge reshard`"))
-        #expect(Array(actions.dropFirst()) == [.fence(until: nil), .revokeLease(lease: 7), .finish])
+        #expect(machine.registered(layout: "16 resharding", at: now) == [.fence(until: nil), .revokeLease(lease: 7), .finish])
+        #expect(machine.leftForReshard == ClusterSlots(16))
+        #expect(machine.notReadyBecause == ["the cluster is being resharded to 16 slots"])
+    }
+
+    /// A running member that sees the count become `16 resharding` leaves as a graceful shutdown does (its slots stop
+    /// first, then its lease is revoked, which frees its claims), to join again with 16; the end of a reshard, or a
+    /// count written while it was not running, changes nothing.
+    @Test mutating func aRunningMemberLeavesForAReshard() {
+        _ = machine.start(at: now)
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        _ = machine.registered(layout: "12", at: now)
+        #expect(machine.layoutChanged("16", at: now) == [])
+        let claims = machine.loaded(members: ["a"], claims: [:], at: now)
+        #expect(claims.count == 12)
+        _ = machine.slotClaimed(3, by: "a", epoch: 40, at: now)
+        _ = machine.claimed(3, epoch: 40, at: now)
+        _ = machine.slotStarted(3, at: now)
+        #expect(machine.serving == [3: 40])
+        let actions = machine.layoutChanged("16 resharding", at: now)
+        #expect(actions == [.stopSlot(slot: 3, reason: .resharding), .fence(until: nil), .revokeLease(lease: 7), .finish])
+        #expect(machine.leftForReshard == ClusterSlots(16) && machine.serving.isEmpty)
+        #expect(machine.layoutChanged("16 resharding", at: now) == [], "left already")
     }
 }
