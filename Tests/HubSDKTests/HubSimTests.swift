@@ -153,6 +153,21 @@ import Glibc
         }
     }
 
+    /// --slots bridge: the hubs read the bridge's layout (a single bridge's: 0 slots), and hub-sim takes it for its
+    /// fence and --verify.
+    @Test func aRunThatReadsTheLayoutFindsTheBridgeAndLosesNothing() async throws {
+        let fixture = try await BridgeFixture()
+        let (simulator, output) = try Self.run(fixture, [
+            "--accessories", "5", "--seconds", "1", "--rate", "50", "--scenario", "placement", "--verify",
+            "--slots", "bridge", "--prefix", "layout",
+        ], log: "layout")
+        let code = try await simulator.exit()
+        let summary = try Self.summary(output)
+        #expect(code == 0 && summary.lost == 0 && summary.errors == 0 && summary.state_mismatches == 0)
+        let log = try String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)
+        #expect(log.contains("hub-sim: the bridge's layout: 0 slots"), "\(log)")
+    }
+
     /// --head-tracking: every accessory registers head tracking, the devices host the sessions with their setting on,
     /// the hubs stream 100 frames a second per accessory in session while placement toggles move the sessions. Frames
     /// must be rendered, none outside its session; no session active on two hosts; none left active after a take-off.
