@@ -324,8 +324,9 @@ public final class AccessoryBridgeService: Service {
     }
 }
 
-/// The bridge's retained BridgeStatus messages: online on every connection, offline by its will and on shutdown.
-struct BridgeStatuses: Sendable {
+/// The bridge's retained BridgeStatus messages: online on every connection, offline by its will and on shutdown; and
+/// its layout.
+public struct BridgeStatuses: Sendable {
     let root: TopicRoot
     let format: PayloadFormat
     let version: String
@@ -342,8 +343,12 @@ struct BridgeStatuses: Sendable {
     /// the other slots. It has no will: the layout stays when the bridge goes.
     func layout(of slot: ServedSlot?, under root: TopicRoot) -> MQTTMessage? {
         guard slot.map({ $0.slot.number == 0 }) ?? true else { return nil }
-        let layout = BridgeLayout(slots: slot?.slot.slots, version: version)
-        return MQTTMessage(
+        return Self.layout(BridgeLayout(slots: slot?.slot.slots, version: version), under: root, format: format)
+    }
+
+    /// The retained `R/bridge/layout` message of `layout` (a reshard publishes its new count with it too).
+    public static func layout(_ layout: BridgeLayout, under root: TopicRoot, format: PayloadFormat) -> MQTTMessage {
+        MQTTMessage(
             topic: Topic.bridgeLayout.name(under: root), payload: WireCodec().encode(layout, as: format),
             qos: .atLeastOnce, retain: true, properties: MQTTProperties(contentType: format.contentType))
     }

@@ -227,6 +227,11 @@ public enum ClusterReshard {
                 client, filters: filters, marker: root.rebuildMarker("reshard-\(UUID().uuidString)"),
                 timeout: bridge.rebuildTimeout)
             accessories = try apply(retained, root: root, gone: gone, to: client, summary: &summary, logger: logger)
+            // The new layout before the members serve again: hubs that follow it move now, and none of their
+            // requests reaches a slot that would refuse it as another slot's hub.
+            try client.publish(
+                BridgeStatuses.layout(
+                    BridgeLayout(slots: summary.to, version: bridge.version), under: root, format: bridge.payloadFormat))
         } catch {
             await client.close()
             throw error

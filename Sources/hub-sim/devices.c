@@ -81,7 +81,7 @@ static struct device *device_for_topic(struct sim *sim, const char *topic)
  * so that the bridge (the slot's owner) answers invalidRequest. */
 static void fence_topic(struct sim *sim, long index, const char *kind, char *topic, size_t size)
 {
-    if (sim->opt.slots > 0) {
+    if (sim->slots > 0) {
         snprintf(topic, size, "%s/slots/%ld/hubs/%s/accessories/fence/%s", sim->opt.topic_root, index,
                  sim->fence_hubs[index], kind);
     } else {
@@ -92,12 +92,12 @@ static void fence_topic(struct sim *sim, long index, const char *kind, char *top
 /* A fence hub per slot: "{prefix}-fence-{n}" for the first n that falls in each slot. */
 bool make_fence_hubs(struct sim *sim)
 {
-    sim->fence_count = sim->opt.slots > 0 ? sim->opt.slots : 1;
+    sim->fence_count = sim->slots > 0 ? sim->slots : 1;
     sim->fence_hubs = calloc((size_t)sim->fence_count, sizeof *sim->fence_hubs);
     if (sim->fence_hubs == NULL) {
         return false;
     }
-    if (sim->opt.slots == 0) {
+    if (sim->slots == 0) {
         snprintf(sim->fence_hubs[0], sizeof sim->fence_hubs[0], "%s-fence", sim->opt.prefix);
         return true;
     }
@@ -105,7 +105,7 @@ bool make_fence_hubs(struct sim *sim)
     for (long n = 0; found < sim->fence_count && n < 1000000; n++) {
         char id[AUDIOHUB_ID_MAX + 1];
         snprintf(id, sizeof id, "%s-fence-%ld", sim->opt.prefix, n);
-        long slot = audiohub_slot(id, sim->opt.slots);
+        long slot = audiohub_slot(id, sim->slots);
         if (sim->fence_hubs[slot][0] == '\0') {
             snprintf(sim->fence_hubs[slot], sizeof sim->fence_hubs[slot], "%s", id);
             found++;

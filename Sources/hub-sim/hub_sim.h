@@ -48,7 +48,7 @@ struct options {
     double drain;
     long timeout_ms;
     long timeout_max_ms;
-    long slots;      /* 0: a single bridge; AUDIOHUB_SLOTS_FROM_BRIDGE until the first hub read the layout */
+    long slots;      /* 0: a single bridge; AUDIOHUB_SLOTS_FROM_BRIDGE: the hubs read (and follow) the layout */
     long households; /* 0: none (any accessory may list any device) */
     long shared_devices; /* with households: devices every household lists */
     bool json;
@@ -171,6 +171,7 @@ struct sim {
     uint64_t older_epoch_commands; /* commands of an older owner, dropped (counted in command_redeliveries too) */
     uint64_t fences_answered; /* answers to the devices' fence (see fence_commands) */
     char (*fence_hubs)[AUDIOHUB_ID_MAX + 1]; /* per slot (one without --slots): a hub id of that slot for the fence */
+    long slots;        /* the slot count of the fence and --verify: --slots, or the layout the first hub read */
     long fence_count;
     uint64_t repeated_commands;
     uint64_t excess_commands;

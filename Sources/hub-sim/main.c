@@ -22,7 +22,8 @@
  *    routed to two accessories.
  * --slots S talks to a cluster of bridges with S slots (docs/scale-out.md): each hub's topics are under its slot's
  *    root, the devices' fence goes to every slot, and the states are read under every slot. --slots bridge: the hubs
- *    read the count from the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE), and hub-sim takes the first hub's.
+ *    read the count from the bridge's layout and follow it (AUDIOHUB_SLOTS_FROM_BRIDGE); the fence and --verify take
+ *    the count the first hub read.
  * --households K groups the hubs into K households (routing domains: hub h is "{prefix}-home{h mod K}--hub-{h}") and
  *    the devices with them: an accessory lists only its household's devices, which its household's other hubs share.
  *    Without it, every accessory may list any device.
@@ -89,7 +90,7 @@ static bool learn_slots(struct sim *sim)
     for (int i = 0; i < 3000; i++) {
         long slots = audiohub_slots(sim->hubs[0]);
         if (slots >= 0) {
-            sim->opt.slots = slots;
+            sim->slots = slots;
             if (!sim->opt.quiet) {
                 fprintf(stderr, "hub-sim: the bridge's layout: %ld slots\n", slots);
             }
@@ -102,17 +103,17 @@ static bool learn_slots(struct sim *sim)
     return false;
 }
 
-static bool start_hubs(struct sim *sim)
+/* Starts hubs `from` to `to` (exclusive), each with its loop thread. */
+static bool start_hubs(struct sim *sim, long from, long to)
 {
-    if (sim->hubs != NULL) {
-        return true; /* started already, to read the layout */
+    if (sim->hubs == NULL) {
+        sim->hubs = calloc((size_t)sim->opt.hubs, sizeof *sim->hubs);
     }
-    sim->hubs = calloc((size_t)sim->opt.hubs, sizeof *sim->hubs);
     if (sim->hubs == NULL) {
         return false;
     }
     long limit = 4 * sim->opt.accessories + 1024;
-    for (long h = 0; h < sim->opt.hubs; h++) {
+    for (long h = from; h < to; h++) {
         char hub_id[AUDIOHUB_ID_MAX + 1];
         hub_name(sim, h, hub_id, sizeof hub_id);
         enum audiohub_err rc = audiohub_new(hub_id, sim, &sim->hubs[h]);
@@ -184,14 +185,23 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     int status = 1;
-    if (sim.opt.slots == AUDIOHUB_SLOTS_FROM_BRIDGE && (!start_hubs(&sim) || !learn_slots(&sim))) {
-        goto out;
+    /* --slots bridge: the first hub reads the layout before the devices start, which need the count for the fence.
+     * The others start after the devices, as without it: the devices' connection keeps a low descriptor (libmosquitto's
+     * own loop thread waits in select(), which takes none past FD_SETSIZE). */
+    long first = 0;
+    sim.slots = sim.opt.slots;
+    if (sim.opt.slots == AUDIOHUB_SLOTS_FROM_BRIDGE) {
+        if (!start_hubs(&sim, 0, 1) || !learn_slots(&sim)) {
+            goto out;
+        }
+        first = 1;
     }
     if (!make_fence_hubs(&sim)) {
         fprintf(stderr, "hub-sim: out of memory\n");
         goto out;
     }
-    if (!start_devices(&sim) || !start_hubs(&sim) || (sim.opt.head_tracking > 0 && !start_head_tracking(&sim))) {
+    if (!start_devices(&sim) || !start_hubs(&sim, first, sim.opt.hubs) ||
+        (sim.opt.head_tracking > 0 && !start_head_tracking(&sim))) {
         goto out;
     }
     if (!sim.opt.quiet) {

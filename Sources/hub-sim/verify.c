@@ -145,7 +145,7 @@ long verify(struct sim *sim, char *first, size_t size)
         goto done;
     }
     char filter[300];
-    snprintf(filter, sizeof filter, sim->opt.slots > 0 ? "%s/slots/+/accessories/+/state" : "%s/accessories/+/state",
+    snprintf(filter, sizeof filter, sim->slots > 0 ? "%s/slots/+/accessories/+/state" : "%s/accessories/+/state",
              sim->opt.topic_root);
     mosquitto_subscribe(reader, NULL, filter, 1);
     uint64_t deadline = now_ns() + 10000000000ULL;
