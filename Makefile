@@ -144,6 +144,19 @@ bench-cluster: deps hub-sdk .build-e2e/loadgen
 	    $(if $(filter command line,$(origin SHAPES)),SHAPES="$(SHAPES)") \
 	    $(if $(filter command line,$(origin FAILOVER_SLOTS)),FAILOVER_SLOTS=$(FAILOVER_SLOTS)) scripts/bench-cluster.sh
 
+## bench-reshard: a reshard of a running cluster (scripts/bench-reshard.sh): two members of FROM (64) slots under
+## hub-sim's HUBS (64) x ACCESSORIES (10) accessories that follow the layout, `accessory-bridge reshard` to TO (128)
+## AT (15) s into SECONDS (40) s at RATE (200) requests/s: the reshard's time, the gap without service, what hub-sim lost.
+.PHONY: bench-reshard
+bench-reshard: deps hub-sdk
+	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
+	$(if $(filter command line,$(origin FROM)),FROM=$(FROM)) $(if $(filter command line,$(origin TO)),TO=$(TO)) \
+	    $(if $(filter command line,$(origin HUBS)),HUBS=$(HUBS)) \
+	    $(if $(filter command line,$(origin ACCESSORIES)),ACCESSORIES=$(ACCESSORIES)) \
+	    $(if $(filter command line,$(origin RATE)),RATE=$(RATE)) \
+	    $(if $(filter command line,$(origin SECONDS)),SECONDS_RUN=$(SECONDS)) \
+	    $(if $(filter command line,$(origin AT)),AT=$(AT)) scripts/bench-reshard.sh
+
 ## bench-head-tracking: head tracking's figures (scripts/bench-head-tracking.sh): telemetry (1,000 reports/s) alone and
 ## while 200 accessories stream 100 frames/s each through the same mosquitto (telemetry p99, also as the median of
 ## WINDOW-second windows' p99s, 1; the bridge's CPU per report, the frames' latency hub -> host), over ROUNDS (3) rounds
