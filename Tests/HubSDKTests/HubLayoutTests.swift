@@ -144,6 +144,53 @@ import TestSupport
 }
 
 extension HubLayoutTests {
+    /// A running cluster is resharded (`accessory-bridge reshard`) under a hub that follows the layout: the hub moves
+    /// to its new slot, where its accessory already is (the reshard moved its state), and nothing it asked fails.
+    @Test func aHubFollowsAReshardOfItsRunningCluster() async throws {
+        let broker = try await MosquittoBroker(extraConfig: BridgeFixture.queues)
+        let etcd = try await EtcdServer()
+        let id = HubID("follower")!
+        let twelve = ClusterSlots(12)!
+        let count = try #require((13...64).first { ClusterSlots($0)!.slot(of: id) != twelve.slot(of: id) })
+        let cluster = [
+            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "follow",
+            "--no-home-automation",
+        ]
+        let member = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: cluster + ["--slots", "12", "--member", "m1", "--http-port", "0"],
+            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        defer { member.signal(SIGKILL) }
+        let hub = try TestHub("follower", broker: broker) {
+            #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
+        }
+        try await waitUntil("the hub under 12 slots", timeout: .seconds(60)) {
+            audiohub_slots(hub.handle) == 12 && audiohub_is_connected(hub.handle)
+        }
+        let paired = try await hub.perform { audiohub_pair($0, "buds", "Studio Pro", "SP-2", AUDIOHUB_CAP_ALL, $1, $2) }
+        let registered = try await hub.perform { audiohub_register($0, "buds", AUDIOHUB_CAP_ALL, $1, $2) }
+        #expect(paired.succeeded && registered.succeeded)
+
+        let log = broker.directory.appendingPathComponent("reshard.log")
+        let reshard = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"), arguments: ["reshard"] + cluster + ["--slots", "\(count)"],
+            outputPath: log.path)
+        #expect(try await reshard.exit(timeout: .seconds(60)) == 0, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        try await waitUntil("the hub under \(count) slots", timeout: .seconds(60)) {
+            audiohub_slots(hub.handle) == count && audiohub_is_connected(hub.handle)
+        }
+        let placed = try await hub.perform { audiohub_placement($0, "buds", AUDIOHUB_PLACEMENT_ON_HEAD, $1, $2) }
+        #expect(placed.succeeded, "\(placed.message)")
+        try await hub.waitUntilIdle(timeout: .seconds(60))
+        let state = try Audioaccessory_V1_AccessoryState(
+            serializedBytes: await retainedPayload(
+                broker, "audio/slots/\(ClusterSlots(count)!.slot(of: id))/accessories/buds/state"))
+        #expect(state.registration == .registered && state.configuration.devicePlacement == .onHead && state.epoch > 0)
+        #expect(hub.stats.layout_moves == 2)
+        #expect(hub.recorder.completions.withLock { $0.allSatisfy(\.succeeded) && $0.count == 3 })
+        _ = member
+    }
+
     /// A new count that leaves the hub in its slot changes only the count; one that moves it reconnects it under its
     /// new root.
     @Test func aNewCountMovesTheHubOnlyWhenItsSlotChanges() async throws {
