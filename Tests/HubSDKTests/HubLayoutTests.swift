@@ -80,8 +80,26 @@ import TestSupport
                 "grown", "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
             ],
             outputPath: fixture.broker.directory.appendingPathComponent("member.log").path)
-        defer { member.signal(SIGKILL) }
+        // Stopped by awaiting, not in a deinit: a deinit would block a thread of the test pool meanwhile.
+        do {
+            try await Self.followIntoTheCluster(hub, fixture: fixture, first: first)
+        } catch {
+            await Self.end(member, etcd)
+            throw error
+        }
+        await Self.end(member, etcd)
+    }
 
+    /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).
+    static func end(_ member: ChildProcess, _ etcd: EtcdServer) async {
+        member.signal(SIGKILL)
+        _ = try? await member.exit(timeout: .seconds(20))
+        await etcd.stop()
+    }
+
+    private static func followIntoTheCluster(
+        _ hub: TestHub, fixture: BridgeFixture, first: SessionCopy
+    ) async throws {
         try await waitUntil("the hub under the cluster's layout", timeout: .seconds(60)) {
             audiohub_slots(hub.handle) == 12 && audiohub_is_connected(hub.handle)
         }
@@ -109,7 +127,6 @@ import TestSupport
         #expect(after.succeeded && after.epoch == state.epoch, "\(after.message)")
         // The rebirth's requests had no callback: the caller saw its five requests complete, once each.
         #expect(hub.recorder.completions.withLock { $0.count } == 5)
-        _ = member
     }
 
     /// A layout the SDK cannot read (a count past 4,096, or bytes that are no BridgeLayout) is counted and changes
@@ -160,7 +177,17 @@ extension HubLayoutTests {
             executable: try BuiltProducts.path("accessory-bridge"),
             arguments: cluster + ["--slots", "12", "--member", "m1", "--http-port", "0"],
             outputPath: broker.directory.appendingPathComponent("member.log").path)
-        defer { member.signal(SIGKILL) }
+        do {
+            try await Self.followAReshard(broker: broker, cluster: cluster, to: count)
+        } catch {
+            await Self.end(member, etcd)
+            throw error
+        }
+        await Self.end(member, etcd)
+    }
+
+    private static func followAReshard(broker: MosquittoBroker, cluster: [String], to count: Int) async throws {
+        let id = HubID("follower")!
         let hub = try TestHub("follower", broker: broker) {
             #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
         }
@@ -188,7 +215,6 @@ extension HubLayoutTests {
         #expect(state.registration == .registered && state.configuration.devicePlacement == .onHead && state.epoch > 0)
         #expect(hub.stats.layout_moves == 2)
         #expect(hub.recorder.completions.withLock { $0.allSatisfy(\.succeeded) && $0.count == 3 })
-        _ = member
     }
 
     /// A new count that leaves the hub in its slot changes only the count; one that moves it reconnects it under its
