@@ -10,8 +10,12 @@ public struct ClusterConfiguration: Sendable {
     public var endpoint: String
     /// Names the cluster's keys in etcd (`/aab/{name}/`) and its slots' MQTT client ids (`{name}-slot-{s}`).
     public var name: String = "audio"
-    /// How many slots the work is split into; every hub and tool of the cluster must use the same number.
-    public var slots = ClusterSlots(64)!
+    /// How many slots the work is split into. `nil` (the default): the count the cluster recorded in etcd, or
+    /// ``defaultSlots`` for a new cluster, so that a member follows a reshard across restarts. Given, it must be the
+    /// recorded count: a member given another refuses to join (docs/scale-out.md, "How many slots").
+    public var slots: ClusterSlots?
+    /// A new cluster's slot count when none is given.
+    public static let defaultSlots = ClusterSlots(64)!
     /// How many network threads run the member's slots' connections (``MQTTLoopGroup``): by default one per two cores,
     /// at least one. A loop that serves many slots batches across them; two loops each sleep and wake for half as
     /// much, and the kernel's network work, which a member causes as much of as its own (the broker's too, when it

@@ -47,25 +47,27 @@ public enum ClusterReshard {
         public var description: String
     }
 
+    /// Moves `cluster` to `to` slots (the cluster's own ``ClusterConfiguration/slots`` is not read).
     public static func run(
-        cluster: ClusterConfiguration, bridge: BridgeConfiguration, store: any CoordinationStore, logger: Logger
+        cluster: ClusterConfiguration, to: ClusterSlots, bridge: BridgeConfiguration, store: any CoordinationStore,
+        logger: Logger
     ) async throws -> Summary {
-        guard let from = try await record(cluster: cluster, store: store, logger: logger) else {
-            var summary = Summary(from: cluster.slots, to: cluster.slots)
+        guard let from = try await record(cluster: cluster, to: to, store: store, logger: logger) else {
+            var summary = Summary(from: to, to: to)
             summary.nothingToDo = true
             return summary
         }
-        var summary = Summary(from: from, to: cluster.slots)
+        var summary = Summary(from: from, to: to)
         let accessories = try await move(cluster: cluster, bridge: bridge, summary: &summary, logger: logger)
-        summary.devices = try await list(ReshardPlan.listings(of: accessories, to: cluster.slots), cluster, store)
-        try await finish(cluster: cluster, store: store)
+        summary.devices = try await list(ReshardPlan.listings(of: accessories, to: to), cluster, store)
+        try await finish(cluster: cluster, to: to, store: store)
         return summary
     }
 
     /// The count recorded without its "resharding": members may join.
-    private static func finish(cluster: ClusterConfiguration, store: any CoordinationStore) async throws {
+    private static func finish(cluster: ClusterConfiguration, to: ClusterSlots, store: any CoordinationStore) async throws {
         let keys = ClusterKeys(cluster: cluster.name)
-        let resharding = ReshardPlan.Recorded.resharding(to: cluster.slots)
+        let resharding = ReshardPlan.Recorded.resharding(to: to)
         let finished = try await inSession(store) { session in
             guard let layout = try await store.get(keys.layout, in: session), layout.value == resharding else {
                 return false
@@ -73,7 +75,7 @@ public enum ClusterReshard {
             return try await store.commit(
                 CoordinationTransaction(
                     conditions: [.init(key: keys.layout, modRevision: layout.modRevision)],
-                    puts: [.init(key: keys.layout, value: "\(cluster.slots.count)", lifetime: .untilDeleted)]),
+                    puts: [.init(key: keys.layout, value: "\(to.count)", lifetime: .untilDeleted)]),
                 in: session) != nil
         }
         guard finished else {
@@ -131,18 +133,18 @@ public enum ClusterReshard {
     /// Records `N resharding` in etcd and waits until every member has left; returns the count it replaced (`nil`:
     /// the cluster has the count already, and nothing is done).
     private static func record(
-        cluster: ClusterConfiguration, store: any CoordinationStore, logger: Logger
+        cluster: ClusterConfiguration, to target: ClusterSlots, store: any CoordinationStore, logger: Logger
     ) async throws -> ClusterSlots? {
         let keys = ClusterKeys(cluster: cluster.name)
-        return try await inSession(store) { session in try await record(cluster, keys, store, session, logger) }
+        return try await inSession(store) { session in try await record(cluster, target, keys, store, session, logger) }
     }
 
     private static func record(
-        _ cluster: ClusterConfiguration, _ keys: ClusterKeys, _ store: any CoordinationStore, _ session: LeaseSession,
-        _ logger: Logger
+        _ cluster: ClusterConfiguration, _ target: ClusterSlots, _ keys: ClusterKeys, _ store: any CoordinationStore,
+        _ session: LeaseSession, _ logger: Logger
     ) async throws -> ClusterSlots? {
         let layout = try await store.get(keys.layout, in: session)
-        let decision = ReshardPlan.decide(cluster: cluster.name, recorded: layout?.value, to: cluster.slots)
+        let decision = ReshardPlan.decide(cluster: cluster.name, recorded: layout?.value, to: target)
         let (from, to): (ClusterSlots, ClusterSlots)
         switch decision {
         case .refuse(let reason): throw Refused(description: reason)

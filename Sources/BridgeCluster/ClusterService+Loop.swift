@@ -30,15 +30,15 @@ extension ClusterService {
         var refusal: String?
         /// A graceful shutdown was asked for (or a refusal): no round follows this one.
         var stopping = false
-        /// The cluster's slot count in this round.
-        let slots: ClusterSlots
+        /// The cluster's slot count in this round: the one given, or once registered the recorded one.
+        var slots: ClusterSlots { ClusterSlots(machine.slotCount)! }
 
         init(service: ClusterService, post: AsyncStream<Event>.Continuation, slots: ClusterSlots) {
             self.service = service
             self.post = post
-            self.slots = slots
             machine = ClusterStateMachine(
-                member: service.configuration.member, slotCount: slots.count, policy: service.configuration.policy)
+                member: service.configuration.member, slotCount: slots.count,
+                followsRecordedCount: service.configuration.slots == nil, policy: service.configuration.policy)
         }
 
         mutating func run(_ events: AsyncStream<Event>) async {
@@ -81,7 +81,13 @@ extension ClusterService {
                 if !alive { service.logger.warning("the lease expired: every slot stops, and the member joins again") }
                 return machine.keepAliveAnswered(alive: alive, sentAt: sentAt, at: now)
             case .registered(let layout):
+                let given = machine.slotCount
                 let actions = machine.registered(layout: layout, at: now)
+                if machine.slotCount != given {
+                    service.logger.info(
+                        "joining with the slot count the cluster recorded (no --slots was given)",
+                        metadata: ["cluster.slots": "\(machine.slotCount)"])
+                }
                 if let count = machine.leftForReshard {
                     shuttingDown = true
                     service.logger.info(

@@ -109,7 +109,7 @@ public final class ClusterService: Service {
     /// member leave, wait until it has ended, and join again with the new count: each membership is a round of its
     /// own, with its own state machine and events (an old round's late answers go nowhere).
     public func run() async throws {
-        var slots = configuration.slots
+        var slots = configuration.slots ?? ClusterConfiguration.defaultSlots
         while true {
             let (events, post) = AsyncStream<Event>.makeStream()
             let ticker = Task {

@@ -6,8 +6,9 @@ import AccessoryModel
 /// network or reads a clock.
 ///
 /// - Membership: a lease (``Policy/leaseTTL``) kept alive every ``Policy/keepAliveInterval``, and a member key bound
-///   to it (``ClusterKeys``). The first member records the cluster's slot count; a member given another refuses to
-///   take part before its key is put (``Action/refuse(reason:)``).
+///   to it (``ClusterKeys``). The first member records the cluster's slot count. A member told to follow it
+///   (``followsRecordedCount``) takes the recorded count; one given another refuses to take part before its key is
+///   put (``Action/refuse(reason:)``).
 /// - Assignment: ``Rendezvous`` over the live members. A slot is claimed (create-if-absent, on the lease) when it is
 ///   this member's and nobody holds it; the claim's revision is its epoch. A slot that rendezvous gives to another
 ///   live member is stopped, then released at once (handover).
@@ -123,7 +124,11 @@ public struct ClusterStateMachine: Sendable {
 
     public let policy: Policy
     public let member: String
-    public let slotCount: Int
+    /// The cluster's slot count: the one given, or once registered the recorded one (``followsRecordedCount``).
+    public private(set) var slotCount: Int
+    /// Whether the member takes the slot count the cluster recorded (none was given it): ``slotCount`` is then only
+    /// what a new cluster records.
+    public let followsRecordedCount: Bool
     private(set) var phase = Phase.idle
     /// The send time of the last keep-alive (or grant) etcd acknowledged.
     private var acknowledgedSentAt: Instant?
@@ -151,10 +156,11 @@ public struct ClusterStateMachine: Sendable {
     /// The slots this member claims, starts, serves or releases.
     public private(set) var holdings: [Int: Holding] = [:]
 
-    public init(member: String, slotCount: Int, policy: Policy = Policy()) {
+    public init(member: String, slotCount: Int, followsRecordedCount: Bool = false, policy: Policy = Policy()) {
         precondition(slotCount > 0, "a cluster has at least one slot")
         self.member = member
         self.slotCount = slotCount
+        self.followsRecordedCount = followsRecordedCount
         self.policy = policy
         owners = Self.owners(of: slotCount, among: [member])
     }
@@ -223,14 +229,21 @@ public struct ClusterStateMachine: Sendable {
         return [.fence(until: fenceUntil), .register(lease: lease, replacing: abandonedLease)]
     }
 
-    /// Registered: `layout` is the slot count the cluster was created with, as recorded (`nil`: none). A member given
-    /// another refuses to take part before it is a member: its slots would be other hubs' than its peers'.
+    /// Registered: `layout` is the slot count the cluster was created with, as recorded (`nil`: none). A member that
+    /// follows it takes it; one given another refuses to take part before it is a member: its slots would be other
+    /// hubs' than its peers'.
     public mutating func registered(layout: String? = nil, at now: Instant) -> [Action] {
         guard case .registering(let lease) = phase else { return [] }
-        if let layout, let (recorded, resharding) = ReshardPlan.Recorded.parse(layout), resharding {
-            // Its slots would rebuild before their states are there: it waits for the reshard, as the members do.
-            leftForReshard = recorded
-            return leave(at: now, reason: .resharding)
+        if let layout, let (recorded, resharding) = ReshardPlan.Recorded.parse(layout) {
+            if resharding {
+                // Its slots would rebuild before their states are there: it waits for the reshard, as the members do.
+                leftForReshard = recorded
+                return leave(at: now, reason: .resharding)
+            }
+            if followsRecordedCount, recorded.count != slotCount {
+                slotCount = recorded.count
+                owners = Self.owners(of: slotCount, among: live)
+            }
         }
         if let layout, layout != "\(slotCount)" {
             let reason = """

@@ -18,7 +18,8 @@ struct ReshardCommand: AsyncParsableCommand {
             hub belongs to under the new count, removing the old copy; when the count shrinks, also removes what the \
             slots that are gone retained for Home Assistant and of the hubs' statuses; lists the devices anew; and \
             records the count, at which the members join again with it. Hubs that follow the bridge's layout move by \
-            themselves; give the members the new --slots for their next start. Run again, it finishes what an \
+            themselves; members started without --slots take the new count at their next start too (give those \
+            started with it the new one). Run again, it finishes what an \
             interrupted run left. It takes the settings a member takes (the broker, its credentials and TLS, the \
             topic root, the Home Assistant prefix, etcd and its TLS).
             """,
@@ -34,7 +35,7 @@ struct ReshardCommand: AsyncParsableCommand {
         } catch let invalid as Settings.Invalid {
             throw ValidationError(invalid.description)
         }
-        guard let cluster = settings.cluster else {
+        guard let cluster = settings.cluster, let to = cluster.slots else {
             throw ValidationError("reshard needs --cluster (etcd's URL), --cluster-name and the new --slots")
         }
         LoggingSystem.bootstrap(settings.logFormat.factory)
@@ -43,7 +44,7 @@ struct ReshardCommand: AsyncParsableCommand {
         let etcd = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
         do {
             let summary = try await ClusterReshard.run(
-                cluster: cluster, bridge: settings.bridge, store: etcd, logger: logger)
+                cluster: cluster, to: to, bridge: settings.bridge, store: etcd, logger: logger)
             await etcd.shutdown()
             print("resharded cluster \(cluster.name): \(summary)")
         } catch {

@@ -36,7 +36,8 @@ enum Settings {
         /// etcd's URL: with it, the bridge is a member of a cluster (``cluster``, from the fields below).
         var etcd: String?
         var clusterName = ClusterConfiguration(endpoint: "").name
-        var slots = ClusterConfiguration(endpoint: "").slots
+        /// `nil`: not given (a member takes the cluster's recorded count).
+        var slots: ClusterSlots?
         var networkLoops = ClusterConfiguration(endpoint: "").networkLoops
         var member = ClusterConfiguration.defaultMember
         var etcdCAFile: String?
@@ -231,15 +232,19 @@ enum Settings {
             }
             return text
         },
-        .parsed(
-            "slots", \.slots, "count",
-            "How many slots the cluster's work is split into (1...4096); every hub and tool of the cluster uses the same."
-        ) { text in
-            guard let count = Int(text), let slots = ClusterSlots(count) else {
-                throw Invalid(description: "slots must be a number 1...4096, not '\(text)'")
-            }
-            return slots
-        },
+        Setting(
+            key: "slots", form: .value(placeholder: "count"),
+            help: "How many slots the cluster's work is split into (1...4096). Not given, a member takes the count the "
+                + "cluster recorded, and a new cluster has \(ClusterConfiguration.defaultSlots.count); given, it must be "
+                + "the recorded count. Every hub and tool of the cluster uses the same (or reads the bridge's layout).",
+            read: { config, key, settings in
+                guard let text = try Setting.text(config, key) else { return }
+                guard let count = Int(text), let slots = ClusterSlots(count) else {
+                    throw Invalid(description: "slots must be a number 1...4096, not '\(text)'")
+                }
+                settings.slots = slots
+            },
+            shown: { $0.slots.map { "\($0.count)" } }),
         .parsed(
             "network-loops", \.networkLoops, "count",
             "How many network threads run the slots' connections (1...256; by default one per two cores, at least one)."
@@ -424,7 +429,7 @@ extension Settings.Setting {
     }
 
     /// A value as text wherever it comes from: a string, or a JSON number or boolean in the file.
-    private static func text(_ config: ConfigReader, _ key: String) throws -> String? {
+    fileprivate static func text(_ config: ConfigReader, _ key: String) throws -> String? {
         let configKey = ConfigKey([key])
         if let text = config.string(forKey: configKey) { return text }
         if let number = config.double(forKey: configKey) {

@@ -43,16 +43,19 @@ final class MemberProcesses: Sendable {
     }
 
     /// Starts member `name`: with `homeAutomation`, its slots announce to Home Assistant (discovery on); with `slots`,
-    /// another count than the cluster's; with `softFileLimit`, under that soft limit of open descriptors (as systemd
-    /// starts a service).
-    func start(_ name: String, homeAutomation: Bool = false, slots: Int? = nil, softFileLimit: Int? = nil) throws {
+    /// another count than the cluster's; with `givesSlots` false, no `--slots` at all (the member takes the cluster's);
+    /// with `softFileLimit`, under that soft limit of open descriptors (as systemd starts a service).
+    func start(
+        _ name: String, homeAutomation: Bool = false, slots: Int? = nil, givesSlots: Bool = true,
+        softFileLimit: Int? = nil
+    ) throws {
         let log = broker.directory.appendingPathComponent("\(name)-\(logs.withLock { $0.count }).log")
         let bridge = try BuiltProducts.path("accessory-bridge")
         let arguments =
             [
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", cluster,
-                "--slots", "\(slots ?? self.slots)", "--member", name, "--http-port", "0", "--log-format", "json",
-            ] + (homeAutomation ? [] : ["--no-home-automation"])
+                "--member", name, "--http-port", "0", "--log-format", "json",
+            ] + (givesSlots ? ["--slots", "\(slots ?? self.slots)"] : []) + (homeAutomation ? [] : ["--no-home-automation"])
         let process =
             if let softFileLimit {
                 try ChildProcess(

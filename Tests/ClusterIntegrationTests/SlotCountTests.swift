@@ -8,7 +8,7 @@ import TestSupport
 
 /// The cluster's first member records its slot count in etcd, and the owner of slot 0 retains it as the layout hubs
 /// read; a member started with another count leaves at once, with an error that names both, and the members that
-/// serve are not disturbed.
+/// serve are not disturbed; a member started with none takes the recorded one.
 @Suite struct SlotCountTests {
     @Test func aMemberGivenAnotherSlotCountRefusesToJoinAndTheOthersServeOn() async throws {
         let members = MemberProcesses(
@@ -32,6 +32,13 @@ import TestSupport
         // m1 never saw it join, and gave nothing up.
         #expect(by("m1", "a member joined").isEmpty)
         #expect(!members.events().contains { if case .stopped = $0.kind { true } else { false } })
+
+        // A member given no count takes the cluster's: the two share the 12 slots.
+        try members.start("m3", givesSlots: false)
+        try await members.waitUntilServed(by: ["m1", "m3"])
+        #expect(Set(members.owners().values) == ["m1", "m3"])
+        #expect(!by("m3", "joining with the slot count the cluster recorded (no --slots was given)").isEmpty)
+        _ = try await members.stop("m3")
         _ = try await members.stop("m1")
     }
 }

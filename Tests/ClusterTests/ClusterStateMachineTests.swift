@@ -265,6 +265,29 @@ import Testing
         #expect(machine.loaded(members: ["a"], claims: [:], at: now).count == 12)
     }
 
+    /// A member given no slot count takes the one the cluster recorded (after a reshard, the new one), claims its
+    /// slots out of that many, and refuses only a record that is no count.
+    @Test mutating func aMemberGivenNoSlotCountTakesTheClusters() {
+        machine = ClusterStateMachine(member: "a", slotCount: 64, followsRecordedCount: true)
+        _ = machine.start(at: now)
+        _ = machine.leaseGranted(7, sentAt: now, at: now)
+        #expect(machine.registered(layout: "12", at: now) == [.load])
+        #expect(machine.slotCount == 12)
+        let claims = machine.loaded(members: ["a", "b"], claims: [:], at: now)
+        let claimed = claims.compactMap { if case .claim(let slot, _) = $0 { slot } else { nil } }
+        #expect(!claimed.isEmpty)
+        #expect(claimed.sorted() == (0..<12).filter { Rendezvous.owner(of: $0, among: ["a", "b"]) == "a" })
+
+        var unreadable = ClusterStateMachine(member: "a", slotCount: 64, followsRecordedCount: true)
+        _ = unreadable.start(at: now)
+        _ = unreadable.leaseGranted(7, sentAt: now, at: now)
+        guard case .refuse(let reason) = unreadable.registered(layout: "many", at: now).first else {
+            Issue.record("a record that is no count was taken")
+            return
+        }
+        #expect(reason.contains("created with many slots"))
+    }
+
     /// While a reshard moves the states (`12 resharding`), a member that registers leaves at once and waits, to join
     /// with the new count: its slots would rebuild before their states are there.
     @Test mutating func aMemberThatRegistersWhileTheClusterIsReshardedWaitsForTheNewCount() {
