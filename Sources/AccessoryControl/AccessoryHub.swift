@@ -19,6 +19,14 @@ public final class AccessoryHub: Sendable {
         /// The number of slots of the cluster of bridges this hub talks to (docs/scale-out.md), or `nil` for a single
         /// bridge: then the hub's topics live under its slot's root, `R/slots/{FNV-1a-64(hub id) mod slots}`.
         public var slots: ClusterSlots?
+        /// Whether the hub reads the slot count from the bridge's retained layout (`R/bridge/layout`, docs/scale-out.md
+        /// "The layout hubs read") instead of ``slots``, and follows it, as the C SDK's `AUDIOHUB_SLOTS_FROM_BRIDGE`
+        /// does. Until the layout comes, the hub's connection has no will, subscribes to the layout alone and publishes
+        /// nothing, and requests wait for it (within ``timeout``). When a layout moves the hub to another slot, the hub
+        /// says offline where it was, connects under its new root, says again what it said of each of its accessories
+        /// (paired, registered, configured), and sends its requests in flight anew; its accessories' head-tracking
+        /// sessions end (each handler's `invalidate()`), and the new root's bridge starts its own.
+        public var followsLayout = false
         /// How long to wait for the bridge's answer before failing with `.unknown`.
         public var timeout: Duration = .seconds(5)
         /// The format of the telemetry this hub sends (the bridge answers in the same format).
@@ -30,26 +38,41 @@ public final class AccessoryHub: Sendable {
 
         public init() {}
 
-        /// The root of `hub`'s topics: its slot's in a cluster, else ``topicRoot``.
+        /// The root of `hub`'s topics: its slot's in a cluster, else ``topicRoot`` (with ``followsLayout``, the
+        /// bridge's layout decides instead).
         public func root(of hub: HubID) -> TopicRoot {
             slots.map { $0.root(of: hub, under: topicRoot) } ?? topicRoot
         }
     }
 
+    /// What a request waits for: the bridge's result, or the news that the hub moved before it came (it is sent
+    /// again under the new root).
+    enum Reply: Sendable {
+        case result(RequestResult)
+        case moved
+    }
+
     public let hubID: HubID
-    private let options: Options
-    private let client: MQTTClient
-    private let responseTopic: String
-    private let codec = WireCodec()
-    private let logger: Logger
-    private let pending = PendingRequests<[UInt8], RequestResult>()
+    let options: Options
+    /// The connection's settings: each connection of a hub that follows the layout is made from them.
+    let mqtt: MQTTConfiguration
+    let codec = WireCodec()
+    let logger: Logger
+    let pending = PendingRequests<[UInt8], Reply>()
+    let link = HubLink()
     private let states = Mutex<[AccessoryID: AccessoryState]>([:])
     private let sequences = Mutex<[AccessoryID: UInt64]>([:])
     private let requestCounter = Atomic<UInt64>(0)
     /// The highest ownership epoch of the bridge's results: one of an older owner (cut off since) is dropped.
-    private let epoch = Atomic<UInt64>(0)
-    /// The root of this hub's topics (see ``Options/root(of:)``).
-    private let root: TopicRoot
+    let epoch = Atomic<UInt64>(0)
+    /// The last part of the hub's response topic, the same under every root.
+    private let responseToken = String(UInt64.random(in: .min ... .max), radix: 16)
+    /// What each accessory was told to be, for a move (``Options/followsLayout``).
+    let rebirths = Mutex<[AccessoryID: AccessoryRebirth]>([:])
+    /// The layouts the connection received, for the task that follows them (``Options/followsLayout``).
+    let layouts = AsyncStream<BridgeLayout>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// The layout in use, and how many the hub followed or could not read (``Options/followsLayout``).
+    let following = Mutex(LayoutStatus())
     /// Its accessories' head-tracking features and sessions.
     let headTracking: HeadTrackingFeatures
 
@@ -57,63 +80,122 @@ public final class AccessoryHub: Sendable {
     public init(hubID: HubID, mqtt: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(MQTTError) {
         self.hubID = hubID
         self.options = options
+        self.mqtt = mqtt
         self.logger = logger
-        root = options.root(of: hubID)
-        let token = String(UInt64.random(in: .min ... .max), radix: 16)
-        responseTopic = Topic.responses(hub: hubID, name: token).name(under: root)
-        var mqtt = mqtt
-        if options.announcesStatus {
-            mqtt.will = Self.status(online: false, of: hubID, options: options)
-        }
-        let client = try MQTTClient(configuration: mqtt, logger: logger)
-        self.client = client
         // Frames go to the playing devices' topics, under the cluster's root even when the hub's are under a slot's.
+        let link = link
         headTracking = HeadTrackingFeatures(
             hub: hubID, sourcesRoot: options.topicRoot,
-            publish: { message throws(MQTTError) in try client.publish(message) })
+            publish: { message throws(MQTTError) in try link.publish(message) })
+        let root = options.followsLayout ? nil : options.root(of: hubID)
+        _ = link.install(try Self.client(of: hubID, under: root, mqtt: mqtt, options: options, logger: logger), under: root)
     }
 
     deinit {
         // A hub dropped without stop() still lets go of its connection (the will then says offline).
-        client.syncClose()
+        layouts.continuation.finish()
+        link.stop()?.client.syncClose()
     }
 
-    /// Connects, waits until the broker accepted the connection, and announces the hub online.
+    /// What a hub that follows the bridge's layout has seen of it.
+    public struct LayoutStatus: Hashable, Sendable {
+        /// The layout the hub's topics are under now (`nil`: none read yet).
+        public var layout: BridgeLayout?
+        /// How many layouts the hub followed: its first included, and a new count that left it in its slot.
+        public var followed = 0
+        /// How many times it moved from one root to another (its first root not included).
+        public var moves = 0
+        /// How many layouts it could not read (each logged; they change nothing).
+        public var malformed = 0
+    }
+
+    /// What the hub has seen of the bridge's layout (all zero unless it follows it).
+    public var layoutStatus: LayoutStatus {
+        following.withLock { $0 }
+    }
+
+    /// Connects, waits until the broker accepted the connection, and announces the hub online (with
+    /// ``Options/followsLayout``, once the layout came: the wait is for the connection that reads it).
     ///
     /// - Parameter timeout: give up after this long (``MQTTError/Kind/notConnected``, naming why the last attempt
     ///   failed); `nil`, wait as long as it takes. Either way a refusal of the credentials ends the wait at once.
     public func start(timeout: Duration? = nil) async throws(MQTTError) {
-        try client.subscribe(responseTopic, qos: .atLeastOnce)
-        try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
-        let (hubID, options) = (hubID, options)
-        // Weak: the hub owns the client, which keeps its handler until it is closed.
-        try client.start(
-            onEvent: { [weak self] event in
-                if case .connected = event, options.announcesStatus {
-                    _ = try? self?.client.publish(Self.status(online: true, of: hubID, options: options))
+        guard let connection = link.connection else { throw MQTTError(kind: .disconnected, code: 0, message: "the hub stopped") }
+        try open(connection)
+        if options.followsLayout {
+            let stream = layouts.stream
+            Task { [weak self] in
+                for await layout in stream {
+                    guard let self else { return }
+                    await self.move(to: layout)
                 }
-            },
-            onMessage: { [weak self] in self?.receive($0) })
-        try await client.waitUntilConnected(timeout: timeout)
+            }
+        } else {
+            link.serve()
+        }
+        try await connection.client.waitUntilConnected(timeout: timeout)
     }
 
     /// Announces the hub offline (when it announces its status) and disconnects. Every head-tracking session of its
     /// features is invalidated first (each handler's `invalidate()`), and the features are let go.
     public func stop() async {
+        layouts.continuation.finish()
         headTracking.stop()
-        if options.announcesStatus {
-            _ = try? client.publish(Self.status(online: false, of: hubID, options: options))
+        guard let connection = link.stop() else { return }
+        if options.announcesStatus, let root = connection.root {
+            _ = try? connection.client.publish(status(online: false, under: root))
         }
-        await client.close()
+        await connection.client.close()
     }
 
-    /// The hub's retained HubStatus.
-    private static func status(online: Bool, of hub: HubID, options: Options) -> MQTTMessage {
+    /// A connection under `root` (`nil`: one that learns the layout, without a will).
+    static func client(
+        of hub: HubID, under root: TopicRoot?, mqtt: MQTTConfiguration, options: Options, logger: Logger
+    ) throws(MQTTError) -> MQTTClient {
+        var mqtt = mqtt
+        mqtt.will = nil
+        if let root, options.announcesStatus {
+            mqtt.will = status(online: false, of: hub, under: root, format: options.payloadFormat)
+        }
+        return try MQTTClient(configuration: mqtt, logger: logger)
+    }
+
+    /// Subscribes and starts `connection`'s client: under a root, to the hub's responses and its accessories'
+    /// head-tracking news (and it announces the hub online at each connection); following the layout, to the layout.
+    func open(_ connection: HubLink.Connection) throws(MQTTError) {
+        let client = connection.client
+        let root = connection.root
+        if let root {
+            try client.subscribe(responseTopic(under: root), qos: .atLeastOnce)
+            try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
+        }
+        if options.followsLayout {
+            try client.subscribe(Topic.bridgeLayout.name(under: options.topicRoot), qos: .atLeastOnce)
+        }
+        let online = root.flatMap { options.announcesStatus ? status(online: true, under: $0) : nil }
+        // Weak: the client keeps its handler until it is closed.
+        try client.start(
+            onEvent: { [weak client] event in
+                if case .connected = event, let online { _ = try? client?.publish(online) }
+            },
+            onMessage: { [weak self] in self?.receive($0, under: root) })
+    }
+
+    func responseTopic(under root: TopicRoot) -> String {
+        Topic.responses(hub: hubID, name: responseToken).name(under: root)
+    }
+
+    /// The hub's retained HubStatus under `root`.
+    func status(online: Bool, under root: TopicRoot) -> MQTTMessage {
+        Self.status(online: online, of: hubID, under: root, format: options.payloadFormat)
+    }
+
+    private static func status(online: Bool, of hub: HubID, under root: TopicRoot, format: PayloadFormat) -> MQTTMessage {
         let status = HubStatus(online: online, since: WallClock.system.now)
         return MQTTMessage(
-            topic: Topic.hubStatus(hub: hub).name(under: options.root(of: hub)),
-            payload: WireCodec().encode(status, as: options.payloadFormat), qos: .atLeastOnce, retain: true,
-            properties: MQTTProperties(contentType: options.payloadFormat.contentType))
+            topic: Topic.hubStatus(hub: hub).name(under: root),
+            payload: WireCodec().encode(status, as: format), qos: .atLeastOnce, retain: true,
+            properties: MQTTProperties(contentType: format.contentType))
     }
 
     // MARK: - AccessorySetupKit's part
@@ -185,11 +267,40 @@ public final class AccessoryHub: Sendable {
 
     // MARK: - Request and response
 
-    /// Sends one request and waits for its result; a result with an error throws it.
+    /// Sends one request and waits for its result; a result with an error throws it. What the bridge accepted is kept
+    /// for a move, and a request the hub moved before its answer came goes again under the new root.
     @discardableResult
     func send(_ request: AccessoryRequest, for id: AccessoryID) async throws(AccessoryControlError)
         -> RequestResult
     {
+        while true {
+            guard let connection = await link.serving(within: options.timeout), let root = connection.root else {
+                throw AccessoryControlError.unknown(
+                    reason: options.followsLayout && layoutStatus.layout == nil
+                        ? "no bridge's layout within \(options.timeout): is a bridge running?"
+                        : "the hub is stopped, or moving to another slot for longer than \(options.timeout)")
+            }
+            guard case .result(let result) = try await send(request, for: id, via: connection.client, under: root)
+            else { continue }
+            if case .succeeded = result.outcome {
+                rebirths.withLock { rebirths in
+                    var rebirth = rebirths[id] ?? AccessoryRebirth()
+                    rebirth.took(request)
+                    rebirths[id] = rebirth.isPaired ? rebirth : nil
+                }
+            }
+            switch result.outcome {
+            case .succeeded: return result
+            case .failed(let error): throw error
+            case .notKept(let reason): throw AccessoryControlError.unknown(reason: reason)
+            }
+        }
+    }
+
+    /// Sends one request on `client`, under `root`, and waits for the bridge's reply (or the news of a move).
+    func send(
+        _ request: AccessoryRequest, for id: AccessoryID, via client: MQTTClient, under root: TopicRoot
+    ) async throws(AccessoryControlError) -> Reply {
         let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let requestID = "\(hubID)-\(number)"
         let correlation = Array(requestID.utf8)
@@ -199,27 +310,28 @@ public final class AccessoryHub: Sendable {
             topic: Topic.telemetry(hub: hubID, accessory: id).name(under: root),
             payload: payload, qos: .atLeastOnce,
             properties: MQTTProperties(
-                contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
+                contentType: options.payloadFormat.contentType, responseTopic: responseTopic(under: root),
                 correlationData: correlation))
         let timeout = options.timeout
         let outcome = await pending.send(
             correlation, timeout: timeout,
             timeoutReason: { "the bridge did not answer \(request.name) within \(timeout)" },
             publish: { try client.publish(message) })
-        let result = try outcome.get()
-        if let state = result.state {
+        let reply = try outcome.get()
+        if case .result(let result) = reply, let state = result.state {
             states.withLock { $0[id] = state }
         }
-        switch result.outcome {
-        case .succeeded: break
-        case .failed(let error): throw error
-        case .notKept(let reason): throw AccessoryControlError.unknown(reason: reason)
-        }
-        return result
+        return reply
     }
 
-    private func receive(_ message: MQTTMessage) {
-        guard message.topic == responseTopic else {
+    /// A message on a connection under `root` (`nil`: one that learns the layout).
+    private func receive(_ message: MQTTMessage, under root: TopicRoot?) {
+        if options.followsLayout, message.topic == Topic.bridgeLayout.name(under: options.topicRoot) {
+            receiveLayout(message)
+            return
+        }
+        guard let root else { return }
+        guard message.topic == responseTopic(under: root) else {
             if case .headTracking(let hub, let accessory)? = try? Topic(parsing: message.topic, under: root),
                 hub == hubID
             {
@@ -240,7 +352,7 @@ public final class AccessoryHub: Sendable {
                     metadata: ["epoch": "\(result.epoch)", "current_epoch": "\(highest)"])
                 return
             }
-            pending.finish(correlation, with: .success(result))
+            pending.finish(correlation, with: .success(.result(result)))
         } catch {
             logger.warning("unreadable result from the bridge", metadata: ["error": "\(error)"])
             pending.finish(correlation, with: .failure(.unknown(reason: "the bridge's answer is unreadable: \(error)")))

@@ -9,7 +9,8 @@ extension BridgeLayout {
     /// slots a hub's topics are laid out in, for ``AccessoryHub/Options/slots`` when the hub is not told.
     ///
     /// Returns `nil` when no bridge has published a layout within `timeout` (or none this release reads: each is
-    /// logged). The C SDK's `AUDIOHUB_SLOTS_FROM_BRIDGE` also follows a change of the layout; an ``AccessoryHub``
+    /// logged). An ``AccessoryHub`` with ``AccessoryHub/Options/followsLayout`` (and the C SDK's
+    /// `AUDIOHUB_SLOTS_FROM_BRIDGE`) also follows a change of the layout; one given ``AccessoryHub/Options/slots``
     /// keeps the count it was made with.
     public static func read(
         mqtt: MQTTConfiguration, topicRoot: TopicRoot = .default, timeout: Duration = .seconds(10), logger: Logger

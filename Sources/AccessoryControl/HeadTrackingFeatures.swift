@@ -117,6 +117,19 @@ final class HeadTrackingFeatures: Sendable {
         }
     }
 
+    /// The hub moved to another root (``AccessoryHub/Options/followsLayout``): every session of an attached feature
+    /// is invalidated, and what the old root's bridge said is forgotten (another slot's orders are not comparable);
+    /// the features stay, for the sessions the new root's bridge starts. Returns how many sessions ended.
+    @discardableResult
+    func moved() -> Int {
+        state.withLock { state in
+            let ending = state.attachments.values.filter { state.sessions[$0.accessory.id] != nil }
+            for attachment in ending.sorted(by: { $0.accessory.id < $1.accessory.id }) { end(attachment, in: &state) }
+            state.follower = HeadTrackingFollower()
+            return ending.count
+        }
+    }
+
     // MARK: - Calling the handlers
 
     private func run(_ action: HeadTrackingFollower.Action, for attachment: Attachment, in state: inout State) {

@@ -32,4 +32,11 @@ final class PendingRequests<Key: Hashable & Sendable, Answer: Sendable>: Sendabl
     func finish(_ key: Key, with outcome: Outcome) {
         waiting.withLock { $0.removeValue(forKey: key) }?.resume(returning: outcome)
     }
+
+    /// Completes every request that waits with `outcome`.
+    func finishAll(with outcome: Outcome) {
+        for continuation in waiting.withLock({ waiting in defer { waiting.removeAll() }; return Array(waiting.values) }) {
+            continuation.resume(returning: outcome)
+        }
+    }
 }

@@ -193,6 +193,27 @@ import Testing
         #expect(fixture.features.session(of: Self.headphones, token: third) == nil)
     }
 
+    /// A hub that follows the bridge's layout and moves to another slot ends its sessions (the old root's bridge
+    /// cannot), keeps its features, and forgets the old owner's orders: the new owner's epochs are another slot's,
+    /// and its first session is taken however low its order.
+    @Test func aMoveEndsTheSessionsAndForgetsTheOldOwnersOrders() async throws {
+        let fixture = try Fixture()
+        let token = fixture.attach()
+        var calls = fixture.calls.makeAsyncIterator()
+        fixture.features.receive(Self.news(.activated, Self.s1, 10, epoch: 7))
+        #expect(await calls.next() == .activate(Self.s1.uuid, active: true))
+        let session = try #require(fixture.features.session(of: Self.headphones, token: token))
+
+        #expect(fixture.features.moved() == 1)
+        #expect(await calls.next() == .invalidate)
+        #expect(!session.isActive && fixture.features.session(of: Self.headphones, token: token) == nil)
+        #expect(fixture.features.moved() == 0, "nothing left to end")
+
+        #expect(!fixture.features.receive(Self.news(.activated, Self.s2, on: Self.laptop, 1, epoch: 1)).isStale)
+        #expect(await calls.next() == .activate(Self.s2.uuid, active: true))
+        #expect(fixture.features.session(of: Self.headphones, token: token)?.host == Self.laptop)
+    }
+
     /// In a cluster a hub's topics are under its slot's root, a playing device's under the cluster's: so are the
     /// frames, whatever the hub's slot.
     @Test func inAClusterFramesGoUnderTheClustersRoot() throws {

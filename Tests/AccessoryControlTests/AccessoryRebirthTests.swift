@@ -1,0 +1,57 @@
+@testable import AccessoryControl
+import AccessoryModel
+import Foundation
+import Testing
+
+/// What a hub that follows the bridge's layout says again of an accessory after a move: what the bridge accepted,
+/// as the requests that make it so, in their order.
+@Suite struct AccessoryRebirthTests {
+    static let phone = Data([0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc])
+    static let laptop = Data([0xab, 0xcd, 0xef, 0x01, 0x23, 0x45])
+    static let pairing = AccessoryRequest.paired(name: "Studio", model: "S", hardwareCapabilities: .all)
+
+    @Test func nothingBeforeThePairingAndThePairingAloneUntilRegistered() {
+        var rebirth = AccessoryRebirth()
+        rebirth.took(.placement(.onHead))
+        #expect(!rebirth.isPaired && rebirth.requests.isEmpty)
+        rebirth.took(Self.pairing)
+        #expect(rebirth.isPaired && rebirth.requests == [Self.pairing])
+    }
+
+    /// The registration, then the whole configuration as the partial updates left it.
+    @Test func aRegisteredAccessoryIsRegisteredAndConfiguredAgain() {
+        var rebirth = AccessoryRebirth()
+        rebirth.took(Self.pairing)
+        rebirth.took(.register([.audioSwitching, .placement]))
+        rebirth.took(.sources(primary: Self.phone, secondary: nil))
+        rebirth.took(.placement(.inEar))
+        rebirth.took(.sources(primary: Self.laptop, secondary: Self.phone))
+        let configuration = Configuration(
+            devicePlacement: .inEar, deviceCapabilities: [.audioSwitching, .placement],
+            primaryAudioSourceDeviceIdentifier: Self.laptop, secondaryAudioSourceDeviceIdentifier: Self.phone)
+        #expect(rebirth.requests == [Self.pairing, .register([.audioSwitching, .placement]), .update(configuration)])
+
+        // A full update replaces the configuration, capabilities and spatial extension included.
+        let spatial = AudioComponentDescription(componentType: 0xaaf, componentSubType: 0xc0f, componentManufacturer: 0xb05e)
+        let full = Configuration(
+            devicePlacement: .offHead, deviceCapabilities: [.audioSwitching, .placement, .audioSpatialization],
+            spatialExtensionDescription: spatial)
+        rebirth.took(.update(full))
+        #expect(
+            rebirth.requests == [
+                Self.pairing, .register(full.deviceCapabilities, spatialExtensionDescription: spatial), .update(full),
+            ])
+    }
+
+    /// Unpaired, nothing is said again; paired anew, the accessory starts from nothing.
+    @Test func unpairingForgetsAndAPairingStartsOver() {
+        var rebirth = AccessoryRebirth()
+        rebirth.took(Self.pairing)
+        rebirth.took(.register(.all))
+        rebirth.took(.unpaired)
+        #expect(!rebirth.isPaired && rebirth.requests.isEmpty)
+        let again = AccessoryRequest.paired(name: "Studio 2", model: "S", hardwareCapabilities: [.audioSwitching])
+        rebirth.took(again)
+        #expect(rebirth.requests == [again])
+    }
+}

@@ -1,0 +1,100 @@
+import AccessoryControl
+import AccessoryModel
+@testable import AccessoryWire
+import Foundation
+import Logging
+import MQTTClient
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A Swift hub that is not told the slot count (`AccessoryHub.Options.followsLayout`) reads it from the bridge's
+/// retained layout and follows it, as the C SDK's `AUDIOHUB_SLOTS_FROM_BRIDGE` does (`HubLayoutTests`): against the
+/// real bridge alone, then a member of a cluster of 12 slots on a real etcd.
+@Suite struct HubLayoutFollowingTests {
+    /// Before any layout the hub's first request waits for one; a fleet then grows from one bridge to a cluster, and
+    /// the hub moves under its slot's root: offline where it was, born again there from what it said (nobody pairs
+    /// anything again), and the request it had in flight at the move is answered by the cluster.
+    @Test func aSwiftHubFollowsTheLayoutFromASingleBridgeToACluster() async throws {
+        let broker = try await MosquittoBroker()
+        var mqtt = MQTTConfiguration(clientID: "mover")
+        mqtt.port = broker.port
+        var options = AccessoryHub.Options()
+        options.followsLayout = true
+        options.timeout = .seconds(60)
+        let hub = try AccessoryHub(hubID: HubID("mover")!, mqtt: mqtt, options: options, logger: Logger(label: "hub"))
+        try await hub.start(timeout: .seconds(20))
+        // No bridge, no layout: the pairing waits for them.
+        let pairing = Task { try await hub.pair(AccessoryID("buds")!, name: "Studio Pro", model: "SP-2", hardwareCapabilities: .all) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(hub.layoutStatus.layout == nil && hub.layoutStatus.followed == 0)
+        let bridge = try await BridgeIntegrationTests.startBridge(on: broker)
+        let buds = try await pairing.value
+        #expect(hub.layoutStatus.layout?.slots == nil && hub.layoutStatus.followed == 1 && hub.layoutStatus.moves == 0)
+        try await hub.register(
+            buds,
+            Configuration(
+                devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement],
+                primaryAudioSourceDeviceIdentifier: BridgeIntegrationTests.phone.data))
+        #expect(hub.lastKnownState(of: buds.id)?.epoch == 0)
+        try await bridge.stop()
+
+        // Sent while no bridge serves: in flight at the move, it goes again under the new root.
+        let during = Task { try await hub.report(placement: .inEar, for: buds) }
+        let etcd = try await EtcdServer()
+        let member = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: [
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "grown",
+                "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
+            ],
+            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        do {
+            try await during.value
+            try await Self.checkTheMove(of: hub, buds, broker: broker)
+        } catch {
+            await Self.end(member, etcd)
+            await hub.stop()
+            throw error
+        }
+        await Self.end(member, etcd)
+        await hub.stop()
+    }
+
+    private static func checkTheMove(of hub: AccessoryHub, _ buds: PairedAccessory, broker: MosquittoBroker) async throws {
+        #expect(hub.layoutStatus.layout?.slots == ClusterSlots(12))
+        #expect(hub.layoutStatus.moves == 1 && hub.layoutStatus.followed == 2 && hub.layoutStatus.malformed == 0)
+        let slot = ClusterSlots(12)!.slot(of: HubID("mover")!)
+        let codec = WireCodec()
+        // Born again in its slot, then the request that waited: registered, in the ear, by this hub.
+        let stateTopic = "audio/slots/\(slot)/accessories/buds/state"
+        let statusTopics = ["audio/slots/\(slot)/hubs/mover/status", "audio/hubs/mover/status"]
+        let observer = try await Peer("observer", broker: broker, subscribe: [stateTopic] + statusTopics)
+        let state = try codec.decode(
+            Audioaccessory_V1_AccessoryState.self, from: try await observer.waitFor(1, on: stateTopic)[0].payload,
+            format: .protobuf)
+        #expect(state.registration == .registered && state.configuration.devicePlacement == .inEar)
+        #expect(state.name == "Studio Pro" && state.hubID == "mover" && state.epoch > 0)
+        #expect(hub.lastKnownState(of: buds.id)?.epoch == state.epoch)
+        let online = try statusTopics.map { topic in
+            try codec.decode(Audioaccessory_V1_HubStatus.self, from: observer.messages(on: topic).last?.payload ?? [], format: .protobuf)
+                .online
+        }
+        #expect(online == [true, false], "online under its slot, offline where it was")
+        await observer.close()
+
+        // The next request is the cluster's.
+        try await hub.report(placement: .offHead, for: buds)
+        #expect(hub.lastKnownState(of: buds.id)?.accessory.configuration.devicePlacement == .offHead)
+    }
+
+    /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).
+    private static func end(_ member: ChildProcess, _ etcd: EtcdServer) async {
+        member.signal(SIGKILL)
+        _ = try? await member.exit(timeout: .seconds(20))
+        await etcd.stop()
+    }
+}
