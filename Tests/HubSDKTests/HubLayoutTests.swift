@@ -71,6 +71,7 @@ import TestSupport
         }
 
         // Killed: a bridge that stops invalidates its sessions itself, one that dies cannot.
+        let observer = try await Observer(fixture.broker)
         try await fixture.killBridge()
         let etcd = try await EtcdServer()
         let member = try ChildProcess(
@@ -85,9 +86,17 @@ import TestSupport
             try await Self.followIntoTheCluster(hub, fixture: fixture, first: first)
         } catch {
             await Self.end(member, etcd)
+            await observer.close()
             throw error
         }
         await Self.end(member, etcd)
+        // No telemetry went out under the old root after the bridge died: the rebirth waited for the connection
+        // under the new one (it went out on the old connection, to the old root's topics, before CONN_MOVING).
+        let oldTelemetry = observer.messages.map(\.topic).filter {
+            $0.hasPrefix("audio/hubs/mover/") && $0.hasSuffix("/telemetry")
+        }
+        #expect(oldTelemetry.isEmpty, "\(oldTelemetry)")
+        await observer.close()
     }
 
     /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).

@@ -153,13 +153,11 @@ void ah_on_disconnect(struct mosquitto *mosq, void *userdata, int rc, const mosq
     struct audiohub *hub = userdata;
     lock(hub);
     bool was_up = hub->connection == CONN_READY || hub->connection == CONN_SUBSCRIBING ||
-                  hub->connection == CONN_DISCONNECTING;
-    bool moving = hub->moving;
+                  hub->connection == CONN_DISCONNECTING || hub->connection == CONN_MOVING;
     hub->goodbye_pending = false;
-    hub->moving = false;
     if (hub->connection == CONN_DISCONNECTING || hub->connection == CONN_IDLE) {
         hub->connection = CONN_IDLE;
-    } else if (moving) {
+    } else if (hub->connection == CONN_MOVING) {
         /* Ended to connect again under the layout's root (handle_layout.c): at once, the wait unchanged. */
         hub->connection = CONN_WAITING;
         hub->reconnect_at_ms = ah_monotonic_ms();
@@ -291,6 +289,7 @@ enum audiohub_err audiohub_disconnect(struct audiohub *hub)
         /* fall through */
     case CONN_CONNECTING:
     case CONN_LEARNING:
+    case CONN_MOVING:
         ah_say_goodbye(hub);
         break;
     }

@@ -88,10 +88,17 @@ void ah_handle_layout(struct audiohub *hub, const struct mosquitto_message *mess
         char root[sizeof hub->hub_root];
         ah_root_of(hub, slots, root, sizeof root);
         bool same_root = hub->layout_known && strcmp(root, hub->hub_root) == 0;
-        if (hub->layout_known && !same_root) {
-            /* A move: offline where the hub was (before DISCONNECT, on the same connection), and born again. */
-            ah_publish_status(hub, false, NULL);
-            count = prepare_move(hub, ended, capacity);
+        if (!same_root) {
+            if (hub->layout_known) {
+                /* A move: offline where the hub was (before DISCONNECT, on the same connection). */
+                ah_publish_status(hub, false, NULL);
+            }
+            /* Nothing more goes out on this connection: the rebirth queued below, and any request started meanwhile,
+             * wait for the next one, under the new root. */
+            hub->connection = CONN_MOVING;
+            if (hub->layout_known) {
+                count = prepare_move(hub, ended, capacity);
+            }
         }
         hub->slots = slots;
         hub->layout_known = true;
@@ -99,7 +106,6 @@ void ah_handle_layout(struct audiohub *hub, const struct mosquitto_message *mess
         if (!same_root) {
             /* The will and the subscriptions are the connection's: connect again at once, under the new root. */
             ah_reset_topics(hub);
-            hub->moving = true;
             int rc = mosquitto_disconnect(hub->mosq);
             if (rc != MOSQ_ERR_SUCCESS) {
                 hub->last_mosquitto_error = rc;

@@ -167,6 +167,8 @@ enum connection {
     CONN_SUBSCRIBING,   /* CONNACK received, SUBACK awaited */
     CONN_READY,         /* subscribed: requests go out */
     CONN_DISCONNECTING, /* audiohub_disconnect: the goodbye is being written */
+    CONN_MOVING,        /* the layout moved the hub: the old connection ends, nothing more goes out on it, and the
+                           next connects at once under the new root (handle_layout.c) */
 };
 
 struct accessory;
@@ -242,7 +244,6 @@ struct audiohub {
     long slots;                               /* AUDIOHUB_OPT_SLOTS, or the layout's: 0 for a single bridge */
     bool follow_layout;                       /* AUDIOHUB_SLOTS_FROM_BRIDGE */
     bool layout_known;                        /* follow_layout: `slots` is the layout's */
-    bool moving;                              /* the connection ends to connect again at once, under a new root */
     char layout_topic[TOPIC_ROOT_MAX + 16];   /* {topic root}/bridge/layout */
     char hub_root[TOPIC_ROOT_MAX + 24];       /* the root of the hub's topics: topic_root, or its slot's */
     char response_topic[TOPIC_MAX];

@@ -189,6 +189,9 @@ enum audiohub_err audiohub_loop(struct audiohub *hub, int timeout_ms)
             if (closed && hub->connection != CONN_IDLE && hub->connection != CONN_WAITING) {
                 if (hub->connection == CONN_DISCONNECTING) {
                     hub->connection = CONN_IDLE;
+                } else if (hub->connection == CONN_MOVING) {
+                    hub->connection = CONN_WAITING; /* at once, under the new root */
+                    hub->reconnect_at_ms = ah_monotonic_ms();
                 } else {
                     hub->last_mosquitto_error = rc;
                     ah_schedule_reconnect(hub);
