@@ -230,7 +230,8 @@ HUB_CFLAGS  ?= -std=c99 -O2 -g -Wall -Wextra -Werror
 # 0.3.0: spatial audio and head tracking (audiohub_register_spatial, audiohub_update_spatial, audiohub_head_tracking_*);
 # the structs the library gives or copies grew at their ends only.
 # 0.4.0: the bridge's layout (AUDIOHUB_SLOTS_FROM_BRIDGE, audiohub_slots); audiohub_stats grew at its end.
-# 0.4.1: a move sends its rebirth on the new connection, not the old one's last moments (no change to the API).
+# 0.4.1: a move sends its rebirth on the new connection, not the old one's last moments, and asks with the cached
+# configuration first, pairing again only when the new root does not know the accessory (no change to the API).
 HUB_VERSION := 0.4.1
 HUB_BUILD   := .build-hub
 PREFIX      ?= /usr/local

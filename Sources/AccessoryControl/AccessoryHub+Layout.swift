@@ -67,11 +67,18 @@ extension AccessoryHub {
         link.serve()
     }
 
-    /// Says again under `root` what the hub said of each of its accessories (paired, registered, configured), before
-    /// any other request: the new root's bridge may not know them (a single bridge's states are not a slot's).
+    /// Says again under `root` what the hub said of each of its accessories, before any other request: first its
+    /// configuration alone (``AccessoryRebirth/probe``: a reshard moved its state, and the new root knows it), and
+    /// when that is refused, paired, registered and configured (a single bridge's states are not a slot's).
     private func reborn(via client: MQTTClient, under root: TopicRoot) async {
         let accessories = rebirths.withLock { $0 }.sorted { $0.key < $1.key }
         for (id, rebirth) in accessories {
+            if let probe = rebirth.probe,
+                case .result(let result)? = try? await send(probe, for: id, via: client, under: root),
+                case .succeeded = result.outcome
+            {
+                continue
+            }
             for request in rebirth.requests {
                 do {
                     guard case .result(let result) = try await send(request, for: id, via: client, under: root) else {

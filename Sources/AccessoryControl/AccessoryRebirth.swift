@@ -33,6 +33,13 @@ struct AccessoryRebirth: Hashable, Sendable {
         }
     }
 
+    /// What a move asks first (a registered accessory's whole configuration as an update): the new root may know the
+    /// accessory already (a reshard moved its state), and pairing it again would invalidate its registration and
+    /// release its route for a moment. Refused, ``requests`` follow. `nil`: the accessory is not registered.
+    var probe: AccessoryRequest? {
+        pairing != nil && registered ? .update(configuration) : nil
+    }
+
     /// The requests that make the accessory what it was, in order: paired; then, once registered, registered with its
     /// capabilities and spatial extension, and its whole configuration.
     var requests: [AccessoryRequest] {

@@ -16,6 +16,7 @@ import Testing
         #expect(!rebirth.isPaired && rebirth.requests.isEmpty)
         rebirth.took(Self.pairing)
         #expect(rebirth.isPaired && rebirth.requests == [Self.pairing])
+        #expect(rebirth.probe == nil, "nothing registered to ask about")
     }
 
     /// The registration, then the whole configuration as the partial updates left it.
@@ -30,6 +31,7 @@ import Testing
             devicePlacement: .inEar, deviceCapabilities: [.audioSwitching, .placement],
             primaryAudioSourceDeviceIdentifier: Self.laptop, secondaryAudioSourceDeviceIdentifier: Self.phone)
         #expect(rebirth.requests == [Self.pairing, .register([.audioSwitching, .placement]), .update(configuration)])
+        #expect(rebirth.probe == .update(configuration))
 
         // A full update replaces the configuration, capabilities and spatial extension included.
         let spatial = AudioComponentDescription(componentType: 0xaaf, componentSubType: 0xc0f, componentManufacturer: 0xb05e)

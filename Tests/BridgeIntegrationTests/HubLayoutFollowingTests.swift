@@ -91,6 +91,61 @@ import Glibc
         #expect(hub.lastKnownState(of: buds.id)?.accessory.configuration.devicePlacement == .offHead)
     }
 
+    /// A running cluster is resharded under the hub: the new root knows its accessory (the reshard moved its state),
+    /// so the move asks with the configuration alone and pairs nothing again: the registration never turns
+    /// invalidated, and nothing the hub asked fails.
+    @Test func aSwiftHubFollowsAReshardAndPairsNothingAgain() async throws {
+        let broker = try await MosquittoBroker()
+        let etcd = try await EtcdServer()
+        let id = HubID("follower")!
+        let count = try #require((13...64).first { ClusterSlots($0)!.slot(of: id) != ClusterSlots(12)!.slot(of: id) })
+        let cluster = [
+            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "follow",
+            "--no-home-automation",
+        ]
+        let member = try ChildProcess(
+            executable: try BuiltProducts.path("accessory-bridge"),
+            arguments: cluster + ["--slots", "12", "--member", "m1", "--http-port", "0"],
+            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        var mqtt = MQTTConfiguration(clientID: "follower")
+        mqtt.port = broker.port
+        var options = AccessoryHub.Options()
+        options.followsLayout = true
+        options.timeout = .seconds(60)
+        let hub = try AccessoryHub(hubID: id, mqtt: mqtt, options: options, logger: Logger(label: "hub"))
+        do {
+            try await hub.start(timeout: .seconds(20))
+            let buds = try await hub.pair(AccessoryID("buds")!, name: "Studio Pro", model: "SP-2", hardwareCapabilities: .all)
+            try await hub.register(buds, Configuration(devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement]))
+            #expect(hub.layoutStatus.layout?.slots == ClusterSlots(12))
+            let observer = try await Peer("observer", broker: broker, subscribe: ["audio/slots/+/accessories/buds/state"])
+            let log = broker.directory.appendingPathComponent("reshard.log")
+            let reshard = try ChildProcess(
+                executable: try BuiltProducts.path("accessory-bridge"),
+                arguments: ["reshard"] + cluster + ["--slots", "\(count)"], outputPath: log.path)
+            #expect(try await reshard.exit(timeout: .seconds(60)) == 0)
+            try await waitUntil("the hub under \(count) slots", timeout: .seconds(60)) {
+                hub.layoutStatus.layout?.slots == ClusterSlots(count) && hub.layoutStatus.moves == 1
+            }
+            try await hub.report(placement: .inEar, for: buds)
+            let states = observer.everything().filter { $0.topic.hasSuffix("/state") && !$0.payload.isEmpty }
+            let registrations = try states.map { message in
+                let format = try PayloadFormat.detect(contentType: message.properties.contentType, payload: message.payload)
+                return try WireCodec().decode(Audioaccessory_V1_AccessoryState.self, from: message.payload, format: format)
+                    .registration
+            }
+            #expect(!registrations.isEmpty && !registrations.contains(.invalidated), "\(registrations)")
+            #expect(hub.lastKnownState(of: buds.id)?.accessory.configuration.devicePlacement == .inEar)
+            await observer.close()
+        } catch {
+            await Self.end(member, etcd)
+            await hub.stop()
+            throw error
+        }
+        await Self.end(member, etcd)
+        await hub.stop()
+    }
+
     /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).
     private static func end(_ member: ChildProcess, _ etcd: EtcdServer) async {
         member.signal(SIGKILL)

@@ -113,7 +113,8 @@ import TestSupport
             audiohub_slots(hub.handle) == 12 && audiohub_is_connected(hub.handle)
         }
         try await hub.waitUntilIdle(timeout: .seconds(60))
-        #expect(hub.stats.layout_moves == 2 && hub.stats.rebirth_requests >= 3)
+        // The single bridge's states are not the cluster's: the move's update is refused, the whole rebirth follows.
+        #expect(hub.stats.layout_moves == 2 && hub.stats.rebirth_requests == 4)
         let slot = ClusterSlots(12)!.slot(of: HubID("mover")!)
         // Born again in its slot from the cache: paired, registered, on head, by this hub.
         let state = try Audioaccessory_V1_AccessoryState(
@@ -207,6 +208,7 @@ extension HubLayoutTests {
         let registered = try await hub.perform { audiohub_register($0, "buds", AUDIOHUB_CAP_ALL, $1, $2) }
         #expect(paired.succeeded && registered.succeeded)
 
+        let observer = try await Observer(broker)
         let log = broker.directory.appendingPathComponent("reshard.log")
         let reshard = try ChildProcess(
             executable: try BuiltProducts.path("accessory-bridge"), arguments: ["reshard"] + cluster + ["--slots", "\(count)"],
@@ -224,6 +226,13 @@ extension HubLayoutTests {
         #expect(state.registration == .registered && state.configuration.devicePlacement == .onHead && state.epoch > 0)
         #expect(hub.stats.layout_moves == 2)
         #expect(hub.recorder.completions.withLock { $0.allSatisfy(\.succeeded) && $0.count == 3 })
+        // The new root knew the accessory (the reshard moved its state): the move asked with one update, and paired
+        // nothing again, which would have invalidated its registration (and released its route) for a moment.
+        #expect(hub.stats.rebirth_requests == 1)
+        let states = try observer.messages.filter { $0.topic.hasSuffix("/accessories/buds/state") && !$0.payload.isEmpty }
+            .map { try Audioaccessory_V1_AccessoryState(serializedBytes: $0.payload).registration }
+        #expect(!states.isEmpty && !states.contains(.invalidated), "\(states)")
+        await observer.close()
     }
 
     /// A new count that leaves the hub in its slot changes only the count; one that moves it reconnects it under its

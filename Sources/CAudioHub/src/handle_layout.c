@@ -11,9 +11,10 @@
 #include <string.h>
 
 /* Makes every accessory ready to be born again under the new root (mutex held): its request in flight goes out anew
- * (a new sequence, after the rebirth), a rebirth from the cache goes first when it is paired, the fences of the old
- * root's owner are forgotten (another slot's epochs are not comparable), and its head-tracking session ends. The
- * sessions ended are copied into `ended` (at most `capacity`); returns how many there are in all. */
+ * (a new sequence, after the rebirth), a rebirth from the cache goes first when it is paired (a probe: the new root
+ * may know it, handle_rebirth.c), the fences of the old root's owner are forgotten (another slot's epochs are not
+ * comparable), and its head-tracking session ends. The sessions ended are copied into `ended` (at most
+ * `capacity`); returns how many there are in all. */
 static size_t prepare_move(struct audiohub *hub, struct audiohub_head_tracking_session *ended, size_t capacity)
 {
     size_t count = 0;
@@ -26,17 +27,10 @@ static size_t prepare_move(struct audiohub *hub, struct audiohub_head_tracking_s
             ah_deadlines_remove(&hub->deadlines, &head->timer);
             head->sequence = 0;
         }
+        /* First: nothing is in flight now. Out of memory, the new root's bridge asks for the rebirth when the next
+         * request shows a gap. */
         if (a->paired) {
-            struct request *chain[3] = {ah_new_request(AUDIOHUB_OP_PAIR), ah_new_request(AUDIOHUB_OP_REGISTER),
-                                        ah_new_request(AUDIOHUB_OP_UPDATE)};
-            if (chain[0] != NULL && chain[1] != NULL && chain[2] != NULL) {
-                ah_enqueue_rebirth(hub, a, chain); /* first: nothing is in flight now */
-            } else {
-                /* Out of memory: the new root's bridge asks for the rebirth when the next request shows a gap. */
-                for (int i = 0; i < 3; i++) {
-                    ah_free_request(chain[i]);
-                }
-            }
+            (void)ah_queue_probe(hub, a);
         }
         a->epoch = 0;
         a->ht_known = false;

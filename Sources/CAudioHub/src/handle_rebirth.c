@@ -1,6 +1,9 @@
 /*
  * A RebirthRequest: the bridge lost an accessory's state, and the hub sends it again from its cache (pair, then
- * register and update when registered), ahead of the caller's later requests.
+ * register and update when registered), ahead of the caller's later requests. And a move's rebirth
+ * (handle_layout.c), which asks first: the cache's configuration as an update (the new root may know the accessory
+ * already, a reshard moved its state, and a pair would invalidate its registration and release its route); refused,
+ * the whole rebirth follows.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -9,6 +12,22 @@
 /* Fills the requests of a rebirth from the cache when the first (its pair) starts: pair, and register and update
  * when the accessory is registered (else they are marked with capabilities 0 and dropped when their turn comes).
  * Returns false when the cache cannot answer: the accessory was unpaired meanwhile. */
+static bool registered(const struct accessory *a)
+{
+    return a->paired && a->registered && a->configuration.capabilities != 0;
+}
+
+/* The cache's configuration into `update` (capabilities 0 when the accessory is not registered: dropped). */
+static void fill_update(struct request *update, const struct accessory *a)
+{
+    update->capabilities = registered(a) ? a->configuration.capabilities : 0;
+    update->placement = a->configuration.placement;
+    update->primary = a->configuration.primary;
+    update->secondary = a->configuration.secondary;
+    update->has_spatial_extension = a->has_spatial_extension;
+    update->spatial_extension = a->spatial_extension;
+}
+
 bool ah_fill_rebirth(struct request *pair)
 {
     struct accessory *a = pair->accessory;
@@ -17,15 +36,44 @@ bool ah_fill_rebirth(struct request *pair)
     }
     pair->capabilities = a->hardware_capabilities;
     struct request *registration = pair->next;
-    struct request *update = registration->next;
-    bool registered = a->registered && a->configuration.capabilities != 0;
-    registration->capabilities = registered ? a->configuration.capabilities : 0;
-    update->capabilities = registered ? a->configuration.capabilities : 0;
-    update->placement = a->configuration.placement;
-    update->primary = a->configuration.primary;
-    update->secondary = a->configuration.secondary;
-    registration->has_spatial_extension = update->has_spatial_extension = a->has_spatial_extension;
-    registration->spatial_extension = update->spatial_extension = a->spatial_extension;
+    registration->capabilities = registered(a) ? a->configuration.capabilities : 0;
+    registration->has_spatial_extension = a->has_spatial_extension;
+    registration->spatial_extension = a->spatial_extension;
+    fill_update(registration->next, a);
+    return true;
+}
+
+bool ah_fill_probe(struct request *update)
+{
+    fill_update(update, update->accessory);
+    return update->capabilities != 0;
+}
+
+bool ah_queue_rebirth(struct audiohub *hub, struct accessory *a)
+{
+    struct request *chain[3] = {ah_new_request(AUDIOHUB_OP_PAIR), ah_new_request(AUDIOHUB_OP_REGISTER),
+                                ah_new_request(AUDIOHUB_OP_UPDATE)};
+    if (chain[0] == NULL || chain[1] == NULL || chain[2] == NULL) {
+        for (int i = 0; i < 3; i++) {
+            ah_free_request(chain[i]);
+        }
+        return false;
+    }
+    ah_enqueue_rebirth(hub, a, chain, 3);
+    return true;
+}
+
+bool ah_queue_probe(struct audiohub *hub, struct accessory *a)
+{
+    if (!registered(a)) {
+        return ah_queue_rebirth(hub, a);
+    }
+    struct request *probe = ah_new_request(AUDIOHUB_OP_UPDATE);
+    if (probe == NULL) {
+        return false;
+    }
+    probe->probe = true;
+    ah_enqueue_rebirth(hub, a, &probe, 1);
     return true;
 }
 
@@ -43,20 +91,8 @@ void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *mes
     struct accessory *a = ah_find_accessory(hub, accessory_id);
     bool answered = false;
     if (a != NULL && a->paired) {
-        if (a->rebirth_requests > 0) {
-            answered = true; /* already being answered */
-        } else {
-            struct request *chain[3] = {ah_new_request(AUDIOHUB_OP_PAIR), ah_new_request(AUDIOHUB_OP_REGISTER),
-                                        ah_new_request(AUDIOHUB_OP_UPDATE)};
-            if (chain[0] != NULL && chain[1] != NULL && chain[2] != NULL) {
-                ah_enqueue_rebirth(hub, a, chain);
-                answered = true;
-            } else {
-                for (int i = 0; i < 3; i++) {
-                    ah_free_request(chain[i]);
-                }
-            }
-        }
+        /* A rebirth already queued answers it (a move's probe too: refused, the whole rebirth follows). */
+        answered = a->rebirth_requests > 0 || ah_queue_rebirth(hub, a);
     }
     audiohub_rebirth_cb on_rebirth = hub->on_rebirth;
     unlock(hub);

@@ -42,6 +42,10 @@ static struct request *take_answer(struct audiohub *hub, struct accessory *a, co
     ah_adopt_state(hub, a, state);
     if (result->error == AUDIOHUB_KIT_NONE) {
         ah_apply_to_cache(a, request);
+    } else if (request->probe) {
+        /* A move's probe refused: the new root does not know the accessory as the hub does. Out of memory, its
+         * bridge asks for the rebirth when the next request shows a gap. */
+        (void)ah_queue_rebirth(hub, a);
     }
     if (!request->rebirth) {
         hub->stats.completed++;

@@ -186,6 +186,7 @@ struct request {
     struct accessory *accessory;
     enum audiohub_operation operation;
     bool rebirth; /* answers a rebirth request: filled from the cache when its turn comes; no callback */
+    bool probe;   /* a move's rebirth: the cache's configuration as an update; refused, the whole rebirth follows */
     audiohub_completion_cb callback;
     void *context;
 
@@ -369,8 +370,8 @@ void ah_free_request(struct request *request);
 void ah_detach_head(struct audiohub *hub, struct request *request);
 /* Appends a caller's request to its accessory's queue and starts it when possible. */
 void ah_enqueue(struct audiohub *hub, struct accessory *a, struct request *request);
-/* Queues a rebirth's pair, register and update right after the request in flight (or first, when none is). */
-void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3]);
+/* Queues a rebirth's `count` requests right after the request in flight (or first, when none is). */
+void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[], int count);
 /* Calls the completion of `request` (mutex released) and frees it. */
 void ah_complete(struct audiohub *hub, struct request *request, const struct audiohub_result *bridge_result,
                  enum audiohub_err status);
@@ -398,6 +399,13 @@ void ah_handle_result(struct audiohub *hub, const struct mosquitto_message *mess
 void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message);
 /* Fills the requests of a rebirth from the cache when its pair starts; false when the cache cannot answer. */
 bool ah_fill_rebirth(struct request *pair);
+/* Fills a move's probe (an update) from the cache when it starts; false when the accessory is not registered. */
+bool ah_fill_probe(struct request *update);
+/* Queues a rebirth of `a` (pair, register, update) ahead of its waiting requests; false when out of memory. */
+bool ah_queue_rebirth(struct audiohub *hub, struct accessory *a);
+/* Queues a move's probe of `a` ahead of its waiting requests (the whole rebirth when it is not registered); false
+ * when out of memory. */
+bool ah_queue_probe(struct audiohub *hub, struct accessory *a);
 
 /* ---- handle_head_tracking.c ---- */
 

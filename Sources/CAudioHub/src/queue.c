@@ -96,29 +96,30 @@ void ah_enqueue(struct audiohub *hub, struct accessory *a, struct request *reque
 
 /* Queues a rebirth's pair, register and update right after the request in flight (or first, when none is), so that
  * the bridge is restored before the caller's later requests apply on top. */
-void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[3])
+void ah_enqueue_rebirth(struct audiohub *hub, struct accessory *a, struct request *chain[], int count)
 {
-    for (int i = 0; i < 3; i++) {
+    struct request *last = chain[count - 1];
+    for (int i = 0; i < count; i++) {
         chain[i]->accessory = a;
         chain[i]->rebirth = true;
         chain[i]->timer.index = AH_TIMER_IDLE;
-        chain[i]->next = i < 2 ? chain[i + 1] : NULL;
+        chain[i]->next = i < count - 1 ? chain[i + 1] : NULL;
     }
     struct request *before = (a->head != NULL && a->head->sequence != 0) ? a->head : NULL;
     if (before != NULL) {
-        chain[2]->next = before->next;
+        last->next = before->next;
         before->next = chain[0];
     } else {
-        chain[2]->next = a->head;
+        last->next = a->head;
         a->head = chain[0];
     }
-    if (chain[2]->next == NULL) {
-        a->tail = chain[2];
+    if (last->next == NULL) {
+        a->tail = last;
     }
-    a->queued += 3;
-    a->rebirth_requests += 3;
-    hub->stats.queued += 3;
-    hub->stats.rebirth_requests += 3;
+    a->queued += (size_t)count;
+    a->rebirth_requests += (size_t)count;
+    hub->stats.queued += (uint64_t)count;
+    hub->stats.rebirth_requests += (uint64_t)count;
     ah_start_head(hub, a);
 }
 

@@ -134,8 +134,9 @@ void ah_start_head(struct audiohub *hub, struct accessory *a)
     while (a->head != NULL && a->head->sequence == 0 && hub->connection == CONN_READY) {
         struct request *request = a->head;
         if (request->rebirth) {
-            bool wanted =
-                request->operation == AUDIOHUB_OP_PAIR ? ah_fill_rebirth(request) : request->capabilities != 0;
+            bool wanted = request->operation == AUDIOHUB_OP_PAIR ? ah_fill_rebirth(request)
+                          : request->probe                    ? ah_fill_probe(request)
+                                                              : request->capabilities != 0;
             if (!wanted || !ah_number_request(hub, request)) {
                 if (!wanted && request->operation == AUDIOHUB_OP_PAIR) {
                     /* The whole rebirth goes: its register and update follow. */
