@@ -52,16 +52,10 @@ import Glibc
                 "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
             ],
             outputPath: broker.directory.appendingPathComponent("member.log").path)
-        do {
+        try await Self.run({
             try await during.value
             try await Self.checkTheMove(of: hub, buds, broker: broker)
-        } catch {
-            await Self.end(member, etcd)
-            await hub.stop()
-            throw error
-        }
-        await Self.end(member, etcd)
-        await hub.stop()
+        }, then: { await Self.end(member, etcd, hub) })
     }
 
     private static func checkTheMove(of hub: AccessoryHub, _ buds: PairedAccessory, broker: MosquittoBroker) async throws {
@@ -113,7 +107,7 @@ import Glibc
         options.followsLayout = true
         options.timeout = .seconds(60)
         let hub = try AccessoryHub(hubID: id, mqtt: mqtt, options: options, logger: Logger(label: "hub"))
-        do {
+        try await Self.run({
             try await hub.start(timeout: .seconds(20))
             let buds = try await hub.pair(AccessoryID("buds")!, name: "Studio Pro", model: "SP-2", hardwareCapabilities: .all)
             try await hub.register(buds, Configuration(devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement]))
@@ -137,19 +131,25 @@ import Glibc
             #expect(!registrations.isEmpty && !registrations.contains(.invalidated), "\(registrations)")
             #expect(hub.lastKnownState(of: buds.id)?.accessory.configuration.devicePlacement == .inEar)
             await observer.close()
-        } catch {
-            await Self.end(member, etcd)
-            await hub.stop()
-            throw error
-        }
-        await Self.end(member, etcd)
-        await hub.stop()
+        }, then: { await Self.end(member, etcd, hub) })
     }
 
-    /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).
-    private static func end(_ member: ChildProcess, _ etcd: EtcdServer) async {
+    /// Runs `body`, then `cleanup` whether it threw or not.
+    private static func run(_ body: () async throws -> Void, then cleanup: () async -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            await cleanup()
+            throw error
+        }
+        await cleanup()
+    }
+
+    /// Stops a member, etcd and the hub, awaiting each (never blocking a thread of the test pool).
+    private static func end(_ member: ChildProcess, _ etcd: EtcdServer, _ hub: AccessoryHub) async {
         member.signal(SIGKILL)
         _ = try? await member.exit(timeout: .seconds(20))
         await etcd.stop()
+        await hub.stop()
     }
 }
