@@ -198,7 +198,9 @@ nonisolated struct Audioaccessory_V1_SourcesReport: Sendable {
 }
 
 /// Bridge -> hub: the bridge missed telemetry of this accessory (a gap in its sequence) and asks the hub to send
-/// everything about it again: Paired, Register, then a full update, with increasing sequences.
+/// everything about it again: Paired, Register, then a full update, with increasing sequences. A hub that knows the
+/// bridge took the pairing and registration before the gap (last_sequence is at or past them) may send the full
+/// update alone, and the rest only if that is refused: a Paired invalidates a registration, which releases its route.
 /// Topic: {root}/hubs/{hub}/rebirth, QoS 1.
 nonisolated struct Audioaccessory_V1_RebirthRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the

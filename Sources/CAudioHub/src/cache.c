@@ -18,6 +18,7 @@ void ah_apply_to_cache(struct accessory *a, const struct request *request)
         if (ah_replace_text(&a->name, request->name) && ah_replace_text(&a->model, request->model)) {
             a->paired = true;
         }
+        a->birth_sequence = request->sequence;
         a->hardware_capabilities = request->capabilities;
         /* Paired again while registered: the registration is invalidated until the next register. */
         a->registered = false;
@@ -35,6 +36,7 @@ void ah_apply_to_cache(struct accessory *a, const struct request *request)
         break;
     case AUDIOHUB_OP_REGISTER:
         a->registered = true;
+        a->birth_sequence = request->sequence;
         a->configuration.capabilities = request->capabilities;
         a->has_spatial_extension = request->has_spatial_extension;
         a->spatial_extension = request->spatial_extension;

@@ -1,9 +1,10 @@
 /*
- * A RebirthRequest: the bridge lost an accessory's state, and the hub sends it again from its cache (pair, then
- * register and update when registered), ahead of the caller's later requests. And a move's rebirth
- * (handle_layout.c), which asks first: the cache's configuration as an update (the new root may know the accessory
- * already, a reshard moved its state, and a pair would invalidate its registration and release its route); refused,
- * the whole rebirth follows.
+ * A RebirthRequest: the bridge missed some of an accessory's telemetry, and the hub sends it again from its cache,
+ * ahead of the caller's later requests: the configuration alone (an update) when the bridge had taken its pairing and
+ * registration before the gap, else pair, then register and update when registered. A move's rebirth
+ * (handle_layout.c) asks with the update first too (a reshard moved the state, so the new root knows the accessory).
+ * A pair of a registered accessory invalidates its registration: its route is released, then routed again. An update
+ * that is refused brings the whole rebirth.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -91,8 +92,10 @@ void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *mes
     struct accessory *a = ah_find_accessory(hub, accessory_id);
     bool answered = false;
     if (a != NULL && a->paired) {
-        /* A rebirth already queued answers it (a move's probe too: refused, the whole rebirth follows). */
-        answered = a->rebirth_requests > 0 || ah_queue_rebirth(hub, a);
+        /* A rebirth already queued answers it (a probe too: refused, the whole rebirth follows). The bridge applied
+         * `last` before the gap: past the pair and register, it missed updates only. */
+        answered = a->rebirth_requests > 0 ||
+                   (last >= a->birth_sequence ? ah_queue_probe(hub, a) : ah_queue_rebirth(hub, a));
     }
     audiohub_rebirth_cb on_rebirth = hub->on_rebirth;
     unlock(hub);

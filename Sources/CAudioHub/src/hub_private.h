@@ -213,6 +213,7 @@ struct accessory {
     /* The cache: what succeeded. */
     bool paired;
     bool registered;
+    uint64_t birth_sequence; /* the sequence of the last pair or register the bridge took (0: its state adopted) */
     char *name;
     char *model;
     unsigned hardware_capabilities;

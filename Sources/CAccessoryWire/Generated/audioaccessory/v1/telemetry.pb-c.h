@@ -160,7 +160,9 @@ struct  Audioaccessory__V1__SourcesReport
 
 /*
  * Bridge -> hub: the bridge missed telemetry of this accessory (a gap in its sequence) and asks the hub to send
- * everything about it again: Paired, Register, then a full update, with increasing sequences.
+ * everything about it again: Paired, Register, then a full update, with increasing sequences. A hub that knows the
+ * bridge took the pairing and registration before the gap (last_sequence is at or past them) may send the full
+ * update alone, and the rest only if that is refused: a Paired invalidates a registration, which releases its route.
  * Topic: {root}/hubs/{hub}/rebirth, QoS 1.
  */
 struct  Audioaccessory__V1__RebirthRequest
