@@ -15,12 +15,7 @@ extension BridgeLayout {
     public static func read(
         mqtt: MQTTConfiguration, topicRoot: TopicRoot = .default, timeout: Duration = .seconds(10), logger: Logger
     ) async throws(MQTTError) -> BridgeLayout? {
-        var mqtt = mqtt
-        mqtt.clientID += "-layout"
-        mqtt.cleanStart = true
-        mqtt.sessionExpiry = nil
-        mqtt.will = nil
-        let client = try MQTTClient(configuration: mqtt, logger: logger)
+        let client = try MQTTClient(configuration: mqtt.companion(clientID: mqtt.clientID + "-layout"), logger: logger)
         let topic = Topic.bridgeLayout.name(under: topicRoot)
         let codec = WireCodec()
         let stream: AsyncStream<MQTTMessage>

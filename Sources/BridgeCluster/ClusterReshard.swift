@@ -217,12 +217,8 @@ public enum ClusterReshard {
                 filters.append(HomeAssistantDiscovery(prefix: prefix, root: slotRoot(slot), grouped: true).configFilter)
             }
         }
-        var mqtt = bridge.mqtt
-        mqtt.clientID = "\(cluster.name)-reshard"
-        mqtt.cleanStart = true
-        mqtt.sessionExpiry = nil
-        mqtt.will = nil
-        let client = try MQTTClient(configuration: mqtt, logger: logger)
+        let client = try MQTTClient(
+            configuration: bridge.mqtt.companion(clientID: "\(cluster.name)-reshard"), logger: logger)
         let accessories: [(hub: HubID, devices: [BluetoothAddress])]
         do {
             let retained = try await readRetained(

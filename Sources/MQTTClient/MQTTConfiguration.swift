@@ -82,10 +82,18 @@ public struct MQTTConfiguration: Sendable {
     /// identifier `<clientID>-publishing`, with a clean start and no session kept: libmosquitto sends again what was in
     /// flight when a connection ended, and the client's own queue keeps the rest.
     public var publishingSession: MQTTConfiguration {
-        var publishing = self
-        publishing.clientID += "-publishing"
-        publishing.cleanStart = true
-        publishing.sessionExpiry = nil
-        return publishing
+        companion(clientID: clientID + "-publishing", will: will)
+    }
+
+    /// A connection beside this one's (a session that publishes for it, a read of retained messages, a status of its
+    /// own): the same broker, credentials and settings, under `clientID`, with a clean start and no session kept
+    /// after it, and `will` (none by default). The one rule for such connections.
+    public func companion(clientID: String, will: MQTTMessage? = nil) -> MQTTConfiguration {
+        var companion = self
+        companion.clientID = clientID
+        companion.cleanStart = true
+        companion.sessionExpiry = nil
+        companion.will = will
+        return companion
     }
 }
