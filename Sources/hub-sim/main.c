@@ -5,7 +5,7 @@
  *
  * 1. Each hub is an audiohub handle with its own loop thread (audiohub_loop_start; with --head-tracking its streamer
  *    runs the loop instead, head_tracking.c). Set-up (not measured): every accessory is paired (audio switching and
- *    placement), registered with both, given two sources and put on.
+ *    placement), registered with both, given two sources and put on, at most 1,000 accessories at once (phases.c).
  * 2. The playing devices share one MQTT connection (a persistent session): each retains its SourceState, and after
  *    every command it receives reports its route (routed_accessory_id) as a real device would: ROUTE routes it,
  *    PAUSE pauses it (idle, no route), RESUME resumes it, RELEASE ends the route. Redeliveries (a command sequence

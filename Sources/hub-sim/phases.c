@@ -112,9 +112,35 @@ static bool wait_outstanding(struct sim *sim, double seconds, const char *what)
     }
 }
 
+/* At most this many accessories are set up at once (four requests each). A bridge answers a few thousand requests a
+ * second: a large fleet's all at once outlast the request timeout and go again and again (250 hubs x 40 with the
+ * 1 s default: 61,598 resends, and requests given up after their last attempt, whose gaps brought rebirths). */
+enum { SETUP_WINDOW = 1000 };
+
+/* Waits until fewer than `limit` requests are outstanding; false when a stop came first. */
+static bool wait_below(struct sim *sim, uint64_t limit)
+{
+    for (;;) {
+        pthread_mutex_lock(&sim->mutex);
+        uint64_t outstanding = sim->outstanding;
+        pthread_mutex_unlock(&sim->mutex);
+        if (outstanding < limit) {
+            return true;
+        }
+        if (stop_requested(sim)) {
+            return false;
+        }
+        sleep_ms(1);
+    }
+}
+
 bool setup(struct sim *sim)
 {
     for (long i = 0; i < sim->accessory_count; i++) {
+        if (!wait_below(sim, 4 * SETUP_WINDOW)) {
+            fprintf(stderr, "hub-sim: set-up stopped\n");
+            return false;
+        }
         struct accessory *accessory = &sim->accessories[i];
         struct audiohub *hub = sim->hubs[accessory->hub];
         long first = own_devices(sim) ? 2 * i : i;
