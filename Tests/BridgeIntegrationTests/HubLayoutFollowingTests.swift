@@ -7,10 +7,6 @@ import MQTTClient
 import Testing
 import TestSupport
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A Swift hub that is not told the slot count (`AccessoryHub.Options.followsLayout`) reads it from the bridge's
 /// retained layout and follows it, as the C SDK's `AUDIOHUB_SLOTS_FROM_BRIDGE` does (`HubLayoutTests`): against the
 /// real bridge alone, then a member of a cluster of 12 slots on a real etcd.
@@ -44,18 +40,15 @@ import Glibc
 
         // Sent while no bridge serves: in flight at the move, it goes again under the new root.
         let during = Task { try await hub.report(placement: .inEar, for: buds) }
-        let etcd = try await EtcdServer()
-        let member = try ChildProcess(
-            executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: [
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "grown",
-                "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
-            ],
-            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        let cluster = BridgeClusterProcesses(broker: broker, etcd: try await EtcdServer(), name: "grown")
+        let member = try cluster.startMember("m1", slots: 12)
         try await Self.run({
             try await during.value
             try await Self.checkTheMove(of: hub, buds, broker: broker)
-        }, then: { await Self.end(member, etcd, hub) })
+        }, then: {
+            await cluster.end(member)
+            await hub.stop()
+        })
     }
 
     private static func checkTheMove(of hub: AccessoryHub, _ buds: PairedAccessory, broker: MosquittoBroker) async throws {
@@ -90,17 +83,10 @@ import Glibc
     /// invalidated, and nothing the hub asked fails.
     @Test func aSwiftHubFollowsAReshardAndPairsNothingAgain() async throws {
         let broker = try await MosquittoBroker()
-        let etcd = try await EtcdServer()
+        let cluster = BridgeClusterProcesses(broker: broker, etcd: try await EtcdServer(), name: "follow")
         let id = HubID("follower")!
         let count = try #require((13...64).first { ClusterSlots($0)!.slot(of: id) != ClusterSlots(12)!.slot(of: id) })
-        let cluster = [
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "follow",
-            "--no-home-automation",
-        ]
-        let member = try ChildProcess(
-            executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: cluster + ["--slots", "12", "--member", "m1", "--http-port", "0"],
-            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        let member = try cluster.startMember("m1", slots: 12)
         var mqtt = MQTTConfiguration(clientID: "follower")
         mqtt.port = broker.port
         var options = AccessoryHub.Options()
@@ -113,11 +99,8 @@ import Glibc
             try await hub.register(buds, Configuration(devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement]))
             #expect(hub.layoutStatus.layout?.slots == ClusterSlots(12))
             let observer = try await Peer("observer", broker: broker, subscribe: ["audio/slots/+/accessories/buds/state"])
-            let log = broker.directory.appendingPathComponent("reshard.log")
-            let reshard = try ChildProcess(
-                executable: try BuiltProducts.path("accessory-bridge"),
-                arguments: ["reshard"] + cluster + ["--slots", "\(count)"], outputPath: log.path)
-            #expect(try await reshard.exit(timeout: .seconds(60)) == 0)
+            let reshard = try await cluster.reshard(to: count)
+            #expect(reshard.code == 0, "\(reshard.output)")
             try await waitUntil("the hub under \(count) slots", timeout: .seconds(60)) {
                 hub.layoutStatus.layout?.slots == ClusterSlots(count) && hub.layoutStatus.moves == 1
             }
@@ -131,7 +114,10 @@ import Glibc
             #expect(!registrations.isEmpty && !registrations.contains(.invalidated), "\(registrations)")
             #expect(hub.lastKnownState(of: buds.id)?.accessory.configuration.devicePlacement == .inEar)
             await observer.close()
-        }, then: { await Self.end(member, etcd, hub) })
+        }, then: {
+            await cluster.end(member)
+            await hub.stop()
+        })
     }
 
     /// Runs `body`, then `cleanup` whether it threw or not.
@@ -143,13 +129,5 @@ import Glibc
             throw error
         }
         await cleanup()
-    }
-
-    /// Stops a member, etcd and the hub, awaiting each (never blocking a thread of the test pool).
-    private static func end(_ member: ChildProcess, _ etcd: EtcdServer, _ hub: AccessoryHub) async {
-        member.signal(SIGKILL)
-        _ = try? await member.exit(timeout: .seconds(20))
-        await etcd.stop()
-        await hub.stop()
     }
 }

@@ -73,23 +73,16 @@ import TestSupport
         // Killed: a bridge that stops invalidates its sessions itself, one that dies cannot.
         let observer = try await Observer(fixture.broker)
         try await fixture.killBridge()
-        let etcd = try await EtcdServer()
-        let member = try ChildProcess(
-            executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: [
-                "--broker", "mqtt://127.0.0.1:\(fixture.broker.port)", "--cluster", etcd.endpoint, "--cluster-name",
-                "grown", "--slots", "12", "--member", "m1", "--http-port", "0", "--no-home-automation",
-            ],
-            outputPath: fixture.broker.directory.appendingPathComponent("member.log").path)
-        // Stopped by awaiting, not in a deinit: a deinit would block a thread of the test pool meanwhile.
+        let cluster = BridgeClusterProcesses(broker: fixture.broker, etcd: try await EtcdServer(), name: "grown")
+        let member = try cluster.startMember("m1", slots: 12)
         do {
             try await Self.followIntoTheCluster(hub, fixture: fixture, first: first)
         } catch {
-            await Self.end(member, etcd)
+            await cluster.end(member)
             await observer.close()
             throw error
         }
-        await Self.end(member, etcd)
+        await cluster.end(member)
         // No telemetry went out under the old root after the bridge died: the rebirth waited for the connection
         // under the new one (it went out on the old connection, to the old root's topics, before CONN_MOVING).
         let oldTelemetry = observer.messages.map(\.topic).filter {
@@ -97,13 +90,6 @@ import TestSupport
         }
         #expect(oldTelemetry.isEmpty, "\(oldTelemetry)")
         await observer.close()
-    }
-
-    /// Stops a member and etcd, awaiting each (never blocking a thread of the test pool).
-    static func end(_ member: ChildProcess, _ etcd: EtcdServer) async {
-        member.signal(SIGKILL)
-        _ = try? await member.exit(timeout: .seconds(20))
-        await etcd.stop()
     }
 
     private static func followIntoTheCluster(
@@ -175,28 +161,22 @@ extension HubLayoutTests {
     /// to its new slot, where its accessory already is (the reshard moved its state), and nothing it asked fails.
     @Test func aHubFollowsAReshardOfItsRunningCluster() async throws {
         let broker = try await MosquittoBroker(extraConfig: BridgeFixture.queues)
-        let etcd = try await EtcdServer()
+        let cluster = BridgeClusterProcesses(broker: broker, etcd: try await EtcdServer(), name: "follow")
         let id = HubID("follower")!
         let twelve = ClusterSlots(12)!
         let count = try #require((13...64).first { ClusterSlots($0)!.slot(of: id) != twelve.slot(of: id) })
-        let cluster = [
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--cluster", etcd.endpoint, "--cluster-name", "follow",
-            "--no-home-automation",
-        ]
-        let member = try ChildProcess(
-            executable: try BuiltProducts.path("accessory-bridge"),
-            arguments: cluster + ["--slots", "12", "--member", "m1", "--http-port", "0"],
-            outputPath: broker.directory.appendingPathComponent("member.log").path)
+        let member = try cluster.startMember("m1", slots: 12)
         do {
-            try await Self.followAReshard(broker: broker, cluster: cluster, to: count)
+            try await Self.followAReshard(cluster, to: count)
         } catch {
-            await Self.end(member, etcd)
+            await cluster.end(member)
             throw error
         }
-        await Self.end(member, etcd)
+        await cluster.end(member)
     }
 
-    private static func followAReshard(broker: MosquittoBroker, cluster: [String], to count: Int) async throws {
+    private static func followAReshard(_ cluster: BridgeClusterProcesses, to count: Int) async throws {
+        let broker = cluster.broker
         let id = HubID("follower")!
         let hub = try TestHub("follower", broker: broker) {
             #expect(audiohub_int_option($0, AUDIOHUB_OPT_SLOTS, AUDIOHUB_SLOTS_FROM_BRIDGE) == AUDIOHUB_ERR_SUCCESS)
@@ -209,11 +189,8 @@ extension HubLayoutTests {
         #expect(paired.succeeded && registered.succeeded)
 
         let observer = try await Observer(broker)
-        let log = broker.directory.appendingPathComponent("reshard.log")
-        let reshard = try ChildProcess(
-            executable: try BuiltProducts.path("accessory-bridge"), arguments: ["reshard"] + cluster + ["--slots", "\(count)"],
-            outputPath: log.path)
-        #expect(try await reshard.exit(timeout: .seconds(60)) == 0, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        let reshard = try await cluster.reshard(to: count)
+        #expect(reshard.code == 0, "\(reshard.output)")
         try await waitUntil("the hub under \(count) slots", timeout: .seconds(60)) {
             audiohub_slots(hub.handle) == count && audiohub_is_connected(hub.handle)
         }
