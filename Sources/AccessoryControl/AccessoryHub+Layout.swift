@@ -44,44 +44,43 @@ extension AccessoryHub {
         following.withLock { $0.followed += 1 }
         pending.finishAll(with: .success(.moved))
         await current.client.close()
-        let client: MQTTClient
+        let connection: HubLink.Connection
         do {
-            client = try Self.client(of: hubID, under: root, mqtt: mqtt, options: options, logger: logger)
+            connection = try self.connection(under: root)
         } catch {
             logger.error("cannot make the hub's connection under its new root", metadata: ["error": "\(error)"])
             return
         }
-        let connection = HubLink.Connection(client: client, root: root)
-        guard link.install(client, under: root) else {
-            await client.close()
+        guard link.install(connection) else {
+            await connection.client.close()
             return
         }
         do {
             try open(connection)
-            try await client.waitUntilConnected(timeout: nil)
+            try await connection.client.waitUntilConnected(timeout: nil)
         } catch {
             // Closed by stop(), or refused for good (logged by the client, which tries again): requests time out.
             logger.warning("the hub's connection under its new root is not up", metadata: ["error": "\(error)"])
         }
-        await reborn(via: client, under: root)
+        await reborn(on: connection)
         link.serve()
     }
 
     /// Says again under `root` what the hub said of each of its accessories, before any other request: first its
     /// configuration alone (``AccessoryRebirth/probe``: a reshard moved its state, and the new root knows it), and
     /// when that is refused, paired, registered and configured (a single bridge's states are not a slot's).
-    private func reborn(via client: MQTTClient, under root: TopicRoot) async {
+    private func reborn(on connection: HubLink.Connection) async {
         let accessories = rebirths.withLock { $0 }.sorted { $0.key < $1.key }
         for (id, rebirth) in accessories {
             if let probe = rebirth.probe,
-                case .result(let result)? = try? await send(probe, for: id, via: client, under: root),
+                case .result(let result)? = try? await send(probe, for: id, on: connection),
                 case .succeeded = result.outcome
             {
                 continue
             }
             for request in rebirth.requests {
                 do {
-                    guard case .result(let result) = try await send(request, for: id, via: client, under: root) else {
+                    guard case .result(let result) = try await send(request, for: id, on: connection) else {
                         return
                     }
                     if case .failed(let error) = result.outcome {

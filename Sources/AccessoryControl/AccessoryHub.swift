@@ -87,8 +87,7 @@ public final class AccessoryHub: Sendable {
         headTracking = HeadTrackingFeatures(
             hub: hubID, sourcesRoot: options.topicRoot,
             publish: { message throws(MQTTError) in try link.publish(message) })
-        let root = options.followsLayout ? nil : options.root(of: hubID)
-        _ = link.install(try Self.client(of: hubID, under: root, mqtt: mqtt, options: options, logger: logger), under: root)
+        _ = link.install(try connection(under: options.followsLayout ? nil : options.root(of: hubID)))
     }
 
     deinit {
@@ -148,16 +147,13 @@ public final class AccessoryHub: Sendable {
         await connection.client.close()
     }
 
-    /// A connection under `root` (`nil`: one that learns the layout, without a will).
-    static func client(
-        of hub: HubID, under root: TopicRoot?, mqtt: MQTTConfiguration, options: Options, logger: Logger
-    ) throws(MQTTError) -> MQTTClient {
+    /// A connection under `root` (`nil`: one that learns the layout, without a will), not started.
+    func connection(under root: TopicRoot?) throws(MQTTError) -> HubLink.Connection {
         var mqtt = mqtt
-        mqtt.will = nil
-        if let root, options.announcesStatus {
-            mqtt.will = status(online: false, of: hub, under: root, format: options.payloadFormat)
-        }
-        return try MQTTClient(configuration: mqtt, logger: logger)
+        mqtt.will = root.flatMap { options.announcesStatus ? status(online: false, under: $0) : nil }
+        return HubLink.Connection(
+            client: try MQTTClient(configuration: mqtt, logger: logger), root: root,
+            responseTopic: root.map { Topic.responses(hub: hubID, name: responseToken).name(under: $0) })
     }
 
     /// Subscribes and starts `connection`'s client: under a root, to the hub's responses and its accessories'
@@ -165,8 +161,8 @@ public final class AccessoryHub: Sendable {
     func open(_ connection: HubLink.Connection) throws(MQTTError) {
         let client = connection.client
         let root = connection.root
-        if let root {
-            try client.subscribe(responseTopic(under: root), qos: .atLeastOnce)
+        if let root, let responseTopic = connection.responseTopic {
+            try client.subscribe(responseTopic, qos: .atLeastOnce)
             try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
         }
         if options.followsLayout {
@@ -178,24 +174,16 @@ public final class AccessoryHub: Sendable {
             onEvent: { [weak client] event in
                 if case .connected = event, let online { _ = try? client?.publish(online) }
             },
-            onMessage: { [weak self] in self?.receive($0, under: root) })
-    }
-
-    func responseTopic(under root: TopicRoot) -> String {
-        Topic.responses(hub: hubID, name: responseToken).name(under: root)
+            onMessage: { [weak self] in self?.receive($0, on: connection) })
     }
 
     /// The hub's retained HubStatus under `root`.
     func status(online: Bool, under root: TopicRoot) -> MQTTMessage {
-        Self.status(online: online, of: hubID, under: root, format: options.payloadFormat)
-    }
-
-    private static func status(online: Bool, of hub: HubID, under root: TopicRoot, format: PayloadFormat) -> MQTTMessage {
-        let status = HubStatus(online: online, since: WallClock.system.now)
+        let format = options.payloadFormat
         return MQTTMessage(
-            topic: Topic.hubStatus(hub: hub).name(under: root),
-            payload: WireCodec().encode(status, as: format), qos: .atLeastOnce, retain: true,
-            properties: MQTTProperties(contentType: format.contentType))
+            topic: Topic.hubStatus(hub: hubID).name(under: root),
+            payload: codec.encode(HubStatus(online: online, since: WallClock.system.now), as: format), qos: .atLeastOnce,
+            retain: true, properties: MQTTProperties(contentType: format.contentType))
     }
 
     // MARK: - AccessorySetupKit's part
@@ -274,15 +262,14 @@ public final class AccessoryHub: Sendable {
         -> RequestResult
     {
         while true {
-            guard let connection = await link.serving(within: options.timeout), let root = connection.root else {
+            guard let connection = await link.serving(within: options.timeout), connection.root != nil else {
                 throw AccessoryControlError.unknown(
                     reason: options.followsLayout && layoutStatus.layout == nil
                         ? "no bridge's layout within \(options.timeout): is a bridge running?"
                         : "the hub is stopped, or moving to another slot for longer than \(options.timeout)")
             }
-            guard case .result(let result) = try await send(request, for: id, via: connection.client, under: root)
-            else { continue }
-            if case .succeeded = result.outcome {
+            guard case .result(let result) = try await send(request, for: id, on: connection) else { continue }
+            if options.followsLayout, case .succeeded = result.outcome {
                 rebirths.withLock { rebirths in
                     var rebirth = rebirths[id] ?? AccessoryRebirth()
                     rebirth.took(request)
@@ -297,10 +284,14 @@ public final class AccessoryHub: Sendable {
         }
     }
 
-    /// Sends one request on `client`, under `root`, and waits for the bridge's reply (or the news of a move).
+    /// Sends one request on `connection` (one under a root), and waits for the bridge's reply (or the news of a move).
     func send(
-        _ request: AccessoryRequest, for id: AccessoryID, via client: MQTTClient, under root: TopicRoot
+        _ request: AccessoryRequest, for id: AccessoryID, on connection: HubLink.Connection
     ) async throws(AccessoryControlError) -> Reply {
+        guard let root = connection.root, let responseTopic = connection.responseTopic else {
+            return .moved  // a connection that learns the layout sends nothing: the request waits for one that does
+        }
+        let client = connection.client
         let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let requestID = "\(hubID)-\(number)"
         let correlation = Array(requestID.utf8)
@@ -310,7 +301,7 @@ public final class AccessoryHub: Sendable {
             topic: Topic.telemetry(hub: hubID, accessory: id).name(under: root),
             payload: payload, qos: .atLeastOnce,
             properties: MQTTProperties(
-                contentType: options.payloadFormat.contentType, responseTopic: responseTopic(under: root),
+                contentType: options.payloadFormat.contentType, responseTopic: responseTopic,
                 correlationData: correlation))
         let timeout = options.timeout
         let outcome = await pending.send(
@@ -324,14 +315,14 @@ public final class AccessoryHub: Sendable {
         return reply
     }
 
-    /// A message on a connection under `root` (`nil`: one that learns the layout).
-    private func receive(_ message: MQTTMessage, under root: TopicRoot?) {
+    /// A message on `connection` (one under a root, or one that learns the layout).
+    private func receive(_ message: MQTTMessage, on connection: HubLink.Connection) {
         if options.followsLayout, message.topic == Topic.bridgeLayout.name(under: options.topicRoot) {
             receiveLayout(message)
             return
         }
-        guard let root else { return }
-        guard message.topic == responseTopic(under: root) else {
+        guard let root = connection.root else { return }
+        guard message.topic == connection.responseTopic else {
             if case .headTracking(let hub, let accessory)? = try? Topic(parsing: message.topic, under: root),
                 hub == hubID
             {

@@ -15,8 +15,10 @@ struct AccessoryRebirth: Hashable, Sendable {
     mutating func took(_ request: AccessoryRequest) {
         switch request {
         case .paired:
-            self = AccessoryRebirth()
+            // Paired again, its registration is invalidated until the next register; its configuration stays, as
+            // the bridge keeps it (and the C SDK's cache).
             pairing = request
+            registered = false
         case .unpaired:
             self = AccessoryRebirth()
         case .register(let capabilities, let spatial):

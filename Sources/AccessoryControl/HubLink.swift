@@ -8,10 +8,12 @@ import Synchronization
 /// (``AccessoryHub/Options/followsLayout``) first has a connection that only learns the layout, and a new one under
 /// its root at each move, serving once the hub is born again there. Requests wait while none serves.
 final class HubLink: Sendable {
-    /// A connection, and the root of the hub's topics on it (`nil`: learning the layout; it publishes nothing).
+    /// A connection, the root of the hub's topics on it and its response topic there (`nil`: learning the layout; it
+    /// publishes nothing).
     struct Connection: Sendable {
         let client: MQTTClient
         let root: TopicRoot?
+        let responseTopic: String?
     }
 
     private struct State {
@@ -29,12 +31,12 @@ final class HubLink: Sendable {
         state.withLock { $0.connection }
     }
 
-    /// Makes `client` the connection under `root`, not serving yet (the caller closed the one before). A stopped link
-    /// takes none: `false`, and the caller closes `client`.
-    func install(_ client: MQTTClient, under root: TopicRoot?) -> Bool {
+    /// Makes `connection` the link's, not serving yet (the caller closed the one before). A stopped link takes none:
+    /// `false`, and the caller closes its client.
+    func install(_ connection: Connection) -> Bool {
         state.withLock { state in
             guard !state.stopped else { return false }
-            state.connection = Connection(client: client, root: root)
+            state.connection = connection
             state.serving = false
             return true
         }

@@ -45,6 +45,21 @@ import Testing
             ])
     }
 
+    /// Paired again while registered: not registered until the next register, and its configuration stays (as the
+    /// bridge keeps it).
+    @Test func aPairingAgainKeepsTheConfigurationUntilTheNextRegister() {
+        var rebirth = AccessoryRebirth()
+        rebirth.took(Self.pairing)
+        rebirth.took(.register([.audioSwitching, .placement]))
+        rebirth.took(.placement(.onHead))
+        let again = AccessoryRequest.paired(name: "Studio", model: "S2", hardwareCapabilities: .all)
+        rebirth.took(again)
+        #expect(rebirth.requests == [again] && rebirth.probe == nil)
+        rebirth.took(.register([.audioSwitching, .placement]))
+        let configuration = Configuration(devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement])
+        #expect(rebirth.requests == [again, .register([.audioSwitching, .placement]), .update(configuration)])
+    }
+
     /// Unpaired, nothing is said again; paired anew, the accessory starts from nothing.
     @Test func unpairingForgetsAndAPairingStartsOver() {
         var rebirth = AccessoryRebirth()

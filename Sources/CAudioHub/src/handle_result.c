@@ -43,8 +43,8 @@ static struct request *take_answer(struct audiohub *hub, struct accessory *a, co
     if (result->error == AUDIOHUB_KIT_NONE) {
         ah_apply_to_cache(a, request);
     } else if (request->probe) {
-        /* A move's probe refused: the new root does not know the accessory as the hub does. Out of memory, its
-         * bridge asks for the rebirth when the next request shows a gap. */
+        /* A rebirth's update refused: the bridge does not know the accessory as the hub does. Out of memory, it
+         * asks for the rebirth again when the next request shows a gap. */
         (void)ah_queue_rebirth(hub, a);
     }
     if (!request->rebirth) {

@@ -186,7 +186,7 @@ struct request {
     struct accessory *accessory;
     enum audiohub_operation operation;
     bool rebirth; /* answers a rebirth request: filled from the cache when its turn comes; no callback */
-    bool probe;   /* a move's rebirth: the cache's configuration as an update; refused, the whole rebirth follows */
+    bool probe;   /* a rebirth's update asked first (handle_rebirth.c); refused, the whole rebirth follows */
     audiohub_completion_cb callback;
     void *context;
 
@@ -400,12 +400,12 @@ void ah_handle_result(struct audiohub *hub, const struct mosquitto_message *mess
 void ah_handle_rebirth(struct audiohub *hub, const struct mosquitto_message *message);
 /* Fills the requests of a rebirth from the cache when its pair starts; false when the cache cannot answer. */
 bool ah_fill_rebirth(struct request *pair);
-/* Fills a move's probe (an update) from the cache when it starts; false when the accessory is not registered. */
+/* Fills a rebirth's update asked first from the cache when it starts; false when the accessory is not registered. */
 bool ah_fill_probe(struct request *update);
 /* Queues a rebirth of `a` (pair, register, update) ahead of its waiting requests; false when out of memory. */
 bool ah_queue_rebirth(struct audiohub *hub, struct accessory *a);
-/* Queues a move's probe of `a` ahead of its waiting requests (the whole rebirth when it is not registered); false
- * when out of memory. */
+/* Queues a rebirth of `a` that asks with its update first, ahead of its waiting requests (the whole rebirth when it
+ * is not registered); false when out of memory. */
 bool ah_queue_probe(struct audiohub *hub, struct accessory *a);
 
 /* ---- handle_head_tracking.c ---- */
