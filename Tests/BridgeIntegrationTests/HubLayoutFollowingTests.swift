@@ -25,7 +25,8 @@ import TestSupport
         try await hub.start(timeout: .seconds(20))
         // No bridge, no layout: the pairing waits for them.
         let pairing = Task { try await hub.pair(AccessoryID("buds")!, name: "Studio Pro", model: "SP-2", hardwareCapabilities: .all) }
-        try await Task.sleep(for: .milliseconds(300))
+        // Subscribed to the layout (the broker says so), and none retained: nothing followed.
+        try await broker.waitForLog("mover 1 audio/bridge/layout", timeout: .seconds(20))
         #expect(hub.layoutStatus.layout == nil && hub.layoutStatus.followed == 0)
         let bridge = try await BridgeIntegrationTests.startBridge(on: broker)
         let buds = try await pairing.value
