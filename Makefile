@@ -103,6 +103,13 @@ fuzz: deps
 ha-validate: deps
 	BROKER="$(BROKER)" WAIT="$(WAIT)" scripts/ha-validate.sh $(ARGS)
 
+## ha-reshard: a cluster resharded (FROM 12 → TO 16 slots) under a real Home Assistant (as ha-validate installs it):
+## prints what Home Assistant kept of its devices and entities, and what it logged (scripts/ha-reshard.sh). Manual.
+.PHONY: ha-reshard
+ha-reshard: deps hub-sdk
+	$(SWIFT) build --product accessory-bridge
+	scripts/ha-reshard.sh $(or $(FROM),12) $(or $(TO),16)
+
 ## bench-e2e: end to end through ONE mosquitto, the bridge against a bare C relay (Benchmarks/Relay: decode, then
 ## publish a result, a retained state and a command; nothing else), interleaved A B A B over ROUNDS rounds (3): max
 ## throughput and CPU µs per report under a flood of DURATION seconds (10), p50/p99 latency and CPU µs per report

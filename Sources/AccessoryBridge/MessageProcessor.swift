@@ -96,7 +96,8 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
             metrics: metrics, logger: logger)
         if configuration.homeAutomation {
             homeAutomation = HomeAutomationStateMachine(
-                root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix, grouped: slot != nil,
+                root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix,
+                fleet: slot == nil ? nil : roots.sources,
                 version: configuration.version)
         }
         // Command sequences start above the time in ms × 1000, so that they keep increasing across restarts.

@@ -11,8 +11,9 @@ import MQTTClient
 /// It records `N resharding` in etcd (``ReshardPlan/decide(cluster:recorded:to:)``), at which every running member
 /// leaves (its slots stop, its lease is revoked) and waits; once every member has left, it moves each accessory's
 /// retained state (its pins and switching choice with it) to the slot its hub belongs to now, removing the old copy
-/// and its view (``ReshardPlan/steps(for:to:)``), and when the count shrinks what the slots that are gone retained for
-/// Home Assistant and of the hubs' statuses; it writes the device listings anew, and records `N`, at which the members
+/// and its view (``ReshardPlan/steps(for:to:)``); it hands each Home Assistant device that changes slot over to its new
+/// slot's config topic, and when the count shrinks removes what else the slots that are gone retained for Home
+/// Assistant and of the hubs' statuses; it writes the device listings anew, and records `N`, at which the members
 /// join again with `N` slots. The owner of slot 0 then says the new count in the bridge's layout, which hubs that
 /// follow it move to. Run again after it was interrupted, it finishes what is left.
 public enum ClusterReshard {
@@ -26,6 +27,9 @@ public enum ClusterReshard {
         public var removed = 0
         /// Retained states that could not be read (left where they are, and logged).
         public var unreadable = 0
+        /// Home Assistant devices (accessories and hubs) whose entities were handed over to their new slot's config
+        /// topic (``HomeAssistantDiscovery/handOverPayload``), so that they stay the same devices and entities.
+        public var configsHandedOver = 0
         /// What the slots that are gone retained for Home Assistant (configs) and of the hubs (statuses), removed.
         public var configsRemoved = 0
         public var hubStatusesRemoved = 0
@@ -37,7 +41,8 @@ public enum ClusterReshard {
         public var description: String {
             if nothingToDo { return "the cluster has \(to.count) slots already: nothing to do" }
             return "\(from.count) → \(to.count) slots: \(states) accessory states, \(moved) moved, \(removed) older copies "
-                + "removed, \(unreadable) unreadable; of the slots gone, \(configsRemoved) discovery configs and "
+                + "removed, \(unreadable) unreadable; \(configsHandedOver) Home Assistant devices handed over to their "
+                + "new slot; of the slots gone, \(configsRemoved) discovery configs and "
                 + "\(hubStatusesRemoved) hub statuses removed; \(devices) devices listed anew"
         }
     }
@@ -201,8 +206,8 @@ public enum ClusterReshard {
         }
     }
 
-    /// Reads every slot's retained states (and, of the slots gone, what they retained for Home Assistant and the
-    /// hubs' statuses), and moves or removes them; returns each accessory's hub and the devices it lists.
+    /// Reads every slot's retained states and Home Assistant configs (and, of the slots gone, the hubs' statuses), and
+    /// moves, hands over or removes them; returns each accessory's hub and the devices it lists.
     private static func move(
         cluster: ClusterConfiguration, bridge: BridgeConfiguration, summary: inout Summary, logger: Logger
     ) async throws -> [(hub: HubID, devices: [BluetoothAddress])] {
@@ -213,10 +218,13 @@ public enum ClusterReshard {
         var filters = [Topic.Kind.accessoryState.filterInEverySlot(under: root)]
         for slot in gone {
             filters.append(Topic.Kind.hubStatus.filter(under: slotRoot(slot)))
-            if let prefix = bridge.homeAssistantPrefix {
-                filters.append(HomeAssistantDiscovery(prefix: prefix, root: slotRoot(slot), grouped: true).configFilter)
-            }
         }
+        let discoveries = bridge.homeAssistantPrefix.map { prefix in
+            (0..<max(summary.to.count, summary.from.count)).map {
+                HomeAssistantDiscovery(prefix: prefix, root: slotRoot($0), fleet: root)
+            }
+        } ?? []
+        filters += discoveries.map(\.configFilter)
         let client = try MQTTClient(
             configuration: bridge.mqtt.companion(clientID: "\(cluster.name)-reshard"), logger: logger)
         let accessories: [(hub: HubID, devices: [BluetoothAddress])]
@@ -224,7 +232,8 @@ public enum ClusterReshard {
             let retained = try await readRetained(
                 client, filters: filters, marker: root.rebuildMarker("reshard-\(UUID().uuidString)"),
                 timeout: bridge.rebuildTimeout)
-            accessories = try apply(retained, root: root, gone: gone, to: client, summary: &summary, logger: logger)
+            accessories = try apply(
+                retained, root: root, gone: gone, discoveries: discoveries, to: client, summary: &summary, logger: logger)
             // The new layout before the members serve again: hubs that follow it move now, and none of their
             // requests reaches a slot that would refuse it as another slot's hub.
             try client.publish(
@@ -264,8 +273,8 @@ public enum ClusterReshard {
     }
 
     private static func apply(
-        _ retained: [String: MQTTMessage], root: TopicRoot, gone: Range<Int>, to client: MQTTClient,
-        summary: inout Summary, logger: Logger
+        _ retained: [String: MQTTMessage], root: TopicRoot, gone: Range<Int>, discoveries: [HomeAssistantDiscovery],
+        to client: MQTTClient, summary: inout Summary, logger: Logger
     ) throws -> [(hub: HubID, devices: [BluetoothAddress])] {
         let codec = WireCodec()
         var states: [ReshardPlan.Retained] = []
@@ -275,11 +284,16 @@ public enum ClusterReshard {
             try client.publish(MQTTMessage(topic: topic, payload: [], qos: .atLeastOnce, retain: true))
         }
         func slotRoot(_ slot: Int) -> TopicRoot { summary.to.root(of: slot, under: root) }
+        var configs: [(topic: String, slot: Int, device: HomeAssistantDiscovery.ConfiguredDevice)] = []
         for (topic, message) in retained.sorted(by: { $0.key < $1.key }) {
             guard let (slot, rest) = slotAndRest(of: topic, under: root) else {
-                // A config of a slot that is gone (the only messages outside `R/slots/`).
-                try remove(topic)
-                summary.configsRemoved += 1
+                // A Home Assistant config (the only messages outside `R/slots/`): handed over or removed below, once
+                // every accessory's hub is known.
+                if let (slot, device) = discoveries.enumerated().lazy.compactMap({ slot, discovery in
+                    discovery.device(ofConfigTopic: topic).map { (slot, $0) }
+                }).first {
+                    configs.append((topic, slot, device))
+                }
                 continue
             }
             switch try? Topic(parsing: topic, under: slotRoot(slot)) {
@@ -312,6 +326,11 @@ public enum ClusterReshard {
         }
         let steps = ReshardPlan.steps(for: states, to: summary.to)
         let removed = Set(steps.compactMap { if case .remove(let state) = $0 { state } else { nil } })
+        let kept = states.filter { !removed.contains($0) }
+        // Home Assistant's devices first: it unloads a device handed over before the state topics its entities read
+        // are emptied, which they would take for a state that is not JSON.
+        try handOver(configs, hubs: Dictionary(kept.map { ($0.accessory, $0.hub) }) { $1 }, gone: gone, to: client,
+            summary: &summary)
         for step in steps {
             switch step {
             case .move(let state, let slot):
@@ -329,7 +348,36 @@ public enum ClusterReshard {
                 summary.removed += 1
             }
         }
-        return states.filter { !removed.contains($0) }.map { ($0.hub, devices[$0] ?? []) }
+        return kept.map { ($0.hub, devices[$0] ?? []) }
+    }
+
+    /// Each Home Assistant device whose config is under another slot than its hub's now is handed over: Home
+    /// Assistant's migration payload on its old topic (it unloads the entities and keeps them, with their ids, names,
+    /// areas and history, for the config the new slot publishes with the same ids), then the old topic emptied. What
+    /// else the slots that are gone retained (their own devices, configs of accessories no state names) is removed.
+    private static func handOver(
+        _ configs: [(topic: String, slot: Int, device: HomeAssistantDiscovery.ConfiguredDevice)],
+        hubs: [AccessoryID: HubID], gone: Range<Int>, to client: MQTTClient, summary: inout Summary
+    ) throws {
+        for config in configs {
+            let hub: HubID? =
+                switch config.device {
+                case .accessory(let id): hubs[id]
+                case .hub(let hub): hub
+                case .bridge: nil
+                }
+            let moves = hub.map { summary.to.slot(of: $0) != config.slot } ?? false
+            if moves {
+                try client.publish(
+                    MQTTMessage(topic: config.topic, payload: HomeAssistantDiscovery.handOverPayload, qos: .atLeastOnce))
+                summary.configsHandedOver += 1
+            } else if gone.contains(config.slot) {
+                summary.configsRemoved += 1
+            } else {
+                continue
+            }
+            try client.publish(MQTTMessage(topic: config.topic, payload: [], qos: .atLeastOnce, retain: true))
+        }
     }
 
     /// `R/slots/{slot}/{rest}`: the slot and the rest, or `nil` for a topic outside every slot.

@@ -32,38 +32,61 @@ public struct AccessoryDevice: Hashable, Sendable {
 /// Every id is derived from the topic root and the accessory's or hub's id, so it never changes.
 ///
 /// A cluster's slot puts its configs under a level of their own, Home Assistant's optional node id
-/// (`{prefix}/device/{base}/{id}/config`), so that a slot taken over reads back its own configs only, not the whole
-/// fleet's; Home Assistant reads both forms alike.
+/// (`{prefix}/device/{slot's base}/{id}/config`), so that a slot taken over reads back its own configs only, not the
+/// whole fleet's; Home Assistant reads both forms alike. Its accessories' and hubs' ids are the fleet's (derived from
+/// the cluster's root, not the slot's), so that a reshard that moves them to another slot leaves them the same
+/// devices and entities: the reshard hands their entities over from the old config topic to the new one
+/// (``handOverPayload``). Only the slot's own device, the bridge's, is named by the slot.
 public struct HomeAssistantDiscovery: Sendable {
     public let prefix: String
     public let root: TopicRoot
-    /// `aab_{root}`: the root with every character outside `A–Z a–z 0–9 _ -` as `_` (Home Assistant's grammar for a
-    /// discovery id, which is one topic level).
+    /// `aab_{root}` of the fleet's root (see ``identifier(of:)``): the ids of its accessories and hubs start with it.
     let base: String
+    /// `aab_{root}` of this bridge's or slot's own root: its node level (a slot's), and the bridge device's id.
+    let ownBase: String
     /// Where this bridge's config topics start: `{prefix}/device/`, then, for a cluster's slot, a node level named
-    /// by its ``base``.
+    /// by its ``ownBase``.
     private let configTopicHead: String
     /// Home Assistant's birth and will, `{prefix}/status` (compared with every inbound message's topic).
     let statusTopic: String
 
-    /// - Parameter grouped: configs under a node level named by the root (a cluster's slot).
-    public init(prefix: String, root: TopicRoot, grouped: Bool = false) {
+    /// - Parameters:
+    ///   - root: This bridge's topic root, or a cluster's slot's.
+    ///   - fleet: For a cluster's slot, the cluster's root: the configs go under a node level named by `root`, and
+    ///     the accessories' and hubs' ids are derived from `fleet`.
+    public init(prefix: String, root: TopicRoot, fleet: TopicRoot? = nil) {
         self.prefix = prefix
         self.root = root
-        let level = root.rawValue.utf8.map { IdentifierGrammar.isAllowed($0) ? $0 : UInt8(ascii: "_") }
-        let base = "aab_" + String(decoding: level, as: UTF8.self)
-        self.base = base
-        configTopicHead = grouped ? "\(prefix)/device/\(base)/" : "\(prefix)/device/"
+        ownBase = Self.identifier(of: root)
+        base = fleet.map(Self.identifier(of:)) ?? ownBase
+        configTopicHead = fleet == nil ? "\(prefix)/device/" : "\(prefix)/device/\(ownBase)/"
         statusTopic = "\(prefix)/status"
+    }
+
+    /// `aab_{root}`: the root with every character outside `A–Z a–z 0–9 _ -` as `_` (Home Assistant's grammar for a
+    /// discovery id, which is one topic level).
+    static func identifier(of root: TopicRoot) -> String {
+        let level = root.rawValue.utf8.map { IdentifierGrammar.isAllowed($0) ? $0 : UInt8(ascii: "_") }
+        return "aab_" + String(decoding: level, as: UTF8.self)
     }
 
     func accessoryID(_ id: AccessoryID) -> String { "\(base)_\(id.rawValue)" }
     func hubID(_ hub: HubID) -> String { "\(base)_hub_\(hub.rawValue)" }
-    var bridgeID: String { "\(base)_bridge" }
+    var bridgeID: String { "\(ownBase)_bridge" }
 
     func configTopic(_ objectID: String) -> String { "\(configTopicHead)\(objectID)/config" }
+    /// Where an accessory's config is retained.
+    public func configTopic(of accessory: AccessoryID) -> String { configTopic(accessoryID(accessory)) }
+    /// Where a hub's config is retained.
+    public func configTopic(of hub: HubID) -> String { configTopic(hubID(hub)) }
     /// What the start-up reads back: every config of one bridge's form, or only a slot's own.
     public var configFilter: String { "\(configTopicHead)+/config" }
+
+    /// Home Assistant's "discovery migration": published on a config's topic, it unloads the device's entities but
+    /// keeps them in Home Assistant's registries, and the config then published under another topic with the same
+    /// ids takes them over, with their entity ids, names, areas and history. An empty retained message on the old
+    /// topic then removes nothing (Home Assistant logs that it had nothing to clean up there).
+    public static let handOverPayload = Array(#"{"migrate_discovery":true}"#.utf8)
 
     /// The object id a config topic names, when it is one of this bridge's (for the start-up clean-up).
     func ownObjectID(ofConfigTopic topic: String) -> String? {
@@ -73,6 +96,23 @@ public struct HomeAssistantDiscovery: Sendable {
         }
         let objectID = String(topic.dropFirst(head.count).dropLast(tail.count))
         return objectID.hasPrefix(base + "_") && !objectID.contains("/") ? objectID : nil
+    }
+
+    /// A device this bridge announces.
+    public enum ConfiguredDevice: Hashable, Sendable {
+        case accessory(AccessoryID)
+        case hub(HubID)
+        case bridge
+    }
+
+    /// The device one of this bridge's (or slot's) config topics is for; `nil` for a topic that is not one of its.
+    /// An id that reads both ways (an accessory named `hub_…`) is taken for a hub's.
+    public func device(ofConfigTopic topic: String) -> ConfiguredDevice? {
+        guard let objectID = ownObjectID(ofConfigTopic: topic) else { return nil }
+        if objectID == bridgeID { return .bridge }
+        let rest = objectID.dropFirst(base.count + 1)
+        if rest.hasPrefix("hub_"), let hub = HubID(String(rest.dropFirst(4))) { return .hub(hub) }
+        return AccessoryID(String(rest)).map { .accessory($0) }
     }
 
     /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.

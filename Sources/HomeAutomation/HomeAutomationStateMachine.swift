@@ -89,12 +89,14 @@ public struct HomeAutomationStateMachine: Sendable {
         }
     }
 
-    /// - Parameter grouped: a cluster's slot: its discovery configs under a node level of their own
-    ///   (``HomeAssistantDiscovery/init(prefix:root:grouped:)``).
-    public init(root: TopicRoot, homeAssistantPrefix: String?, grouped: Bool = false, version: String = Release.version) {
+    /// - Parameter fleet: for a cluster's slot, the cluster's root: the slot's discovery configs go under a node level
+    ///   of their own, with the fleet's ids (``HomeAssistantDiscovery/init(prefix:root:fleet:)``).
+    public init(
+        root: TopicRoot, homeAssistantPrefix: String?, fleet: TopicRoot? = nil, version: String = Release.version
+    ) {
         self.root = root
         self.version = version
-        discovery = homeAssistantPrefix.map { HomeAssistantDiscovery(prefix: $0, root: root, grouped: grouped) }
+        discovery = homeAssistantPrefix.map { HomeAssistantDiscovery(prefix: $0, root: root, fleet: fleet) }
     }
 
     // MARK: - Events of the bridge
@@ -103,14 +105,16 @@ public struct HomeAutomationStateMachine: Sendable {
     public mutating func stateChanged(_ state: AccessoryState) -> [Publication] {
         let id = state.accessory.id
         guard state.accessory.registration != .unpaired else {
-            // Unpaired: its view and its device go (empty retained messages remove them).
-            var publications = [Publication(topic(.accessoryView(accessory: id)), [], retain: true, .view(id))]
+            // Unpaired: its device and its view go (empty retained messages remove them), the device first: Home
+            // Assistant removes its entities before the view they read is emptied, which they would take for a
+            // state that is not JSON (an error in its log for each of them).
+            var publications: [Publication] = []
             if let discovery, let device = announced.removeValue(forKey: id) {
                 unannounced.remove(id)
                 publications.append(
-                    Publication(
-                        discovery.configTopic(discovery.accessoryID(id)), [], retain: true, .accessoryRemoval(device)))
+                    Publication(discovery.configTopic(of: id), [], retain: true, .accessoryRemoval(device)))
             }
+            publications.append(Publication(topic(.accessoryView(accessory: id)), [], retain: true, .view(id)))
             return publications
         }
         var publications = [

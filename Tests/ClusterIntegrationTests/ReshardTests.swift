@@ -24,7 +24,9 @@ import TestSupport
     /// state (the person's pin with it) is then under the slot its hub belongs to, and nowhere else; the device
     /// listings name the new slots; the members serve those accessories (a request about one that had not been
     /// restored would be refused as not paired); Home Assistant keeps one config per accessory, under its new slot's
-    /// node; a run to the count the cluster has does nothing; a member given the old count refuses to join.
+    /// node, with the same ids, and each device that changed slot was handed over from its old config topic (Home
+    /// Assistant's migration payload, then the old topic emptied); a run to the count the cluster has does nothing;
+    /// a member given the old count refuses to join.
     @Test func aRunningClusterMovesToAnotherSlotCountAndKeepsEveryAccessory() async throws {
         let etcd = try await EtcdServer()
         let broker = try await MosquittoBroker()
@@ -53,9 +55,13 @@ import TestSupport
         // 12 → 16.
         let moving = Self.hubs.filter { twelve.slot(of: $0) != sixteen.slot(of: $0) }.count
         try #require(moving > 0, "some hub changes slot")
+        try await Self.expectOneConfigPerAccessory(under: twelve, broker)
+        var configs = try await ConfigRecorder(broker)
         var (code, output) = try await Self.reshard(to: 16, members)
         #expect(code == 0, "\(output)")
         #expect(output.contains("12 → 16 slots: 6 accessory states, \(moving) moved, 0 older copies removed"), "\(output)")
+        // Each accessory and hub that changed slot: its device handed over (one of each per moving hub).
+        #expect(output.contains("\(2 * moving) Home Assistant devices handed over"), "\(output)")
         #expect(Set(members.lines("waiting for the reshard to end, to join again").compactMap { $0["cluster.member"] as? String })
             == ["m1", "m2"])
         try await Self.expectStatesInPlace(under: sixteen, placement: .onHead, broker)
@@ -63,12 +69,16 @@ import TestSupport
         try await Self.waitUntilServed(sixteen, members)
         try await Self.expectServed(under: sixteen, broker)
         try await Self.expectOneConfigPerAccessory(under: sixteen, broker)
+        Self.expectHandedOver(from: twelve, to: sixteen, await configs.stop())
         (code, output) = try await Self.reshard(to: 16, members)
         #expect(code == 0 && output.contains("the cluster has 16 slots already: nothing to do"), "run again: \(output)")
 
         // 16 → 5: the slots gone lose what they retained.
+        let shrinking = Self.hubs.filter { sixteen.slot(of: $0) != five.slot(of: $0) }.count
+        configs = try await ConfigRecorder(broker)
         (code, output) = try await Self.reshard(to: 5, members)
         #expect(code == 0 && output.contains("16 → 5 slots: 6 accessory states"), "\(output)")
+        #expect(output.contains("\(2 * shrinking) Home Assistant devices handed over"), "\(output)")
         #expect(!output.contains(", 0 discovery configs"), "the configs of the slots gone are removed: \(output)")
         try await Self.expectStatesInPlace(under: five, placement: .offHead, broker)
         try await Self.expectListed(under: five, etcd)
@@ -77,6 +87,7 @@ import TestSupport
         try await Self.waitUntilServed(five, members)
         try await Self.expectServed(under: five, broker)
         try await Self.expectOneConfigPerAccessory(under: five, broker)
+        Self.expectHandedOver(from: sixteen, to: five, await configs.stop())
         #expect(try members.process("m1").isRunning && members.process("m2").isRunning, "the same processes throughout")
 
         // A member started with the old count is refused, naming both.
@@ -210,15 +221,74 @@ import TestSupport
         }
     }
 
-    /// Home Assistant: one config per accessory, under the node of its slot in `slots`.
+    /// Home Assistant: one config per accessory, under the node of its slot in `slots`, with the fleet's ids (the
+    /// same under any slot).
     static func expectOneConfigPerAccessory(under slots: ClusterSlots, _ broker: MosquittoBroker) async throws {
         try await waitUntil("one config per accessory, under its slot's node", timeout: .seconds(30)) {
-            let configs = try await retained(["homeassistant/device/+/+/config"], broker).keys
+            let configs = try await retained(["homeassistant/device/+/+/config"], broker)
             return hubs.indices.allSatisfy { index in
-                let matching = configs.filter { $0.hasSuffix("_acc-\(index)/config") }
-                let node = "aab_audio_slots_\(slots.slot(of: hubs[index]))/"
-                return matching.count == 1 && matching.first!.contains("/" + node)
+                let matching = configs.filter { $0.key.hasSuffix("_acc-\(index)/config") }
+                return matching.count == 1 && matching.first!.key == configTopic(of: index, under: slots)
+                    && (try? JSONSerialization.jsonObject(with: Data(matching.first!.value.payload)) as? [String: Any])
+                        .flatMap { ($0["dev"] as? [String: Any])?["ids"] as? [String] } == ["aab_audio_acc-\(index)"]
             }
         }
+    }
+
+    /// Where accessory `index`'s config is under `slots`.
+    static func configTopic(of index: Int, under slots: ClusterSlots) -> String {
+        "homeassistant/device/aab_audio_slots_\(slots.slot(of: hubs[index]))/aab_audio_acc-\(index)/config"
+    }
+
+    /// Each accessory whose hub changed slot from `old` to `new` was handed over in what `recorded` saw: its old
+    /// config topic got Home Assistant's migration payload, then was emptied, and only then did its config come under
+    /// the new one. An accessory that stayed got neither.
+    static func expectHandedOver(from old: ClusterSlots, to new: ClusterSlots, _ recorded: [MQTTMessage]) {
+        for index in hubs.indices {
+            let before = configTopic(of: index, under: old), after = configTopic(of: index, under: new)
+            let handOver = Array(#"{"migrate_discovery":true}"#.utf8)
+            let atBefore = recorded.enumerated().filter { $0.element.topic == before && !$0.element.retain }
+            if before == after {
+                #expect(!atBefore.contains { $0.element.payload == handOver || $0.element.payload.isEmpty }, "\(before)")
+                continue
+            }
+            #expect(atBefore.map(\.element.payload) == [handOver, []], "\(before): \(atBefore.map(\.element.payload))")
+            let firstAfter = recorded.firstIndex { $0.topic == after && !$0.payload.isEmpty }
+            #expect(firstAfter != nil && atBefore.allSatisfy { $0.offset < firstAfter! }, "\(after)")
+        }
+    }
+}
+
+/// Every message on Home Assistant's discovery configs from its start until ``stop()``, in the order the broker
+/// delivered them (those retained before it, flagged `retain`, first).
+final class ConfigRecorder: Sendable {
+    private final class Messages: Sendable {
+        let list = Mutex<[MQTTMessage]>([])
+    }
+    private let client: MQTTClient
+    private let messages = Messages()
+    private let reading: Task<Void, Never>
+
+    init(_ broker: MosquittoBroker) async throws {
+        var mqtt = MQTTConfiguration(clientID: "configs-\(UUID().uuidString.prefix(8))")
+        mqtt.port = broker.port
+        client = try MQTTClient(configuration: mqtt, logger: ReshardTests.logger)
+        let marker = "test/marker/\(UUID().uuidString)"
+        for filter in ["homeassistant/device/+/+/config", marker] { try client.subscribe(filter, qos: .atLeastOnce) }
+        let stream = try client.startStreaming()
+        let messages = messages
+        reading = Task { for await message in stream { messages.list.withLock { $0.append(message) } } }
+        try await client.waitUntilConnected(timeout: .seconds(20))
+        try client.publish(MQTTMessage(topic: marker, payload: [1]))
+        try await waitUntil("the recorder's subscriptions in place") {
+            messages.list.withLock { $0.contains { $0.topic == marker } }
+        }
+    }
+
+    /// What it recorded (its marker left out).
+    func stop() async -> [MQTTMessage] {
+        await client.close()
+        await reading.value
+        return messages.list.withLock { $0.filter { !$0.topic.hasPrefix("test/marker/") } }
     }
 }

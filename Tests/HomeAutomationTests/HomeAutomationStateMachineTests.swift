@@ -38,43 +38,68 @@ import Testing
         // A source is: the config again (its pinned-source options follow the sources).
         let sourced = machine.stateChanged(Self.state("headphones", sources: [Self.phone]))
         #expect(Self.topics(sourced) == ["audio/accessories/headphones/view", config])
-        // Unpaired: its view and its config are removed.
+        // Unpaired: its config and its view are removed, the config first (Home Assistant's entities would read the
+        // emptied view as a state that is not JSON).
         let unpaired = machine.stateChanged(Self.state("headphones", registration: .unpaired))
-        #expect(unpaired.map(\.topic) == ["audio/accessories/headphones/view", config])
+        #expect(unpaired.map(\.topic) == [config, "audio/accessories/headphones/view"])
         #expect(unpaired.allSatisfy { $0.payload.isEmpty && $0.retain })
     }
 
     /// A cluster's slot puts its configs under a node level of its own, and reads back only those: another slot's
-    /// configs, and one bridge's, are not its own (neither compared nor removed as stale).
+    /// configs, and one bridge's, are not its own (neither compared nor removed as stale). Its accessories' and hubs'
+    /// ids are the fleet's: the same under any slot, so that a reshard leaves them the same devices; its own device's
+    /// is the slot's.
     @Test func aSlotsConfigsAreGroupedUnderItsNodeAndItKnowsOnlyThose() throws {
         let root = try #require(TopicRoot("audio/slots/1"))
-        var machine = Machine(root: root, homeAssistantPrefix: "homeassistant", grouped: true)
+        var machine = Machine(root: root, homeAssistantPrefix: "homeassistant", fleet: .default)
         #expect(machine.configFilter == "homeassistant/device/aab_audio_slots_1/+/config")
         let published = machine.stateChanged(Self.state("headphones"))
         #expect(
             Self.topics(published) == [
                 "audio/slots/1/accessories/headphones/view",
-                "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_hub_hub-1/config",
-                "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_headphones/config",
+                "homeassistant/device/aab_audio_slots_1/aab_audio_hub_hub-1/config",
+                "homeassistant/device/aab_audio_slots_1/aab_audio_headphones/config",
             ])
         let config = Array("{}".utf8)
         let own = machine.retainedMessageSeen(topic: published[2].topic, payload: config)
         #expect(own)
         for foreign in [
-            "homeassistant/device/aab_audio_slots_11/aab_audio_slots_11_headphones/config",
-            "homeassistant/device/aab_audio_slots_1_headphones/config",
+            "homeassistant/device/aab_audio_slots_11/aab_audio_headphones/config",
+            "homeassistant/device/aab_audio_headphones/config",
             "homeassistant/device/aab_audio_slots_1/config",
-            "homeassistant/device/aab_audio_slots_1/aab_audio_slots_1_x/y/config",
+            "homeassistant/device/aab_audio_slots_1/aab_audio_x/y/config",
+            "homeassistant/device/aab_audio_slots_1/aab_other_x/config",
         ] {
             let seen = machine.retainedMessageSeen(topic: foreign, payload: config)
             #expect(!seen, "\(foreign)")
         }
+        // The same accessory under slot 7: the same device and entities, under slot 7's node.
+        let seven = HomeAssistantDiscovery(
+            prefix: "homeassistant", root: try #require(TopicRoot("audio/slots/7")), fleet: .default)
+        let one = try #require(machine.discovery)
+        let device = AccessoryDevice(Self.state("headphones"))
+        #expect(Self.ids(seven.accessoryConfig(device)) == Self.ids(one.accessoryConfig(device)))
+        #expect(Self.ids(one.accessoryConfig(device)).device == ["aab_audio_headphones"])
+        #expect(seven.configTopic(of: device.id) == "homeassistant/device/aab_audio_slots_7/aab_audio_headphones/config")
+        #expect(seven.bridgeID == "aab_audio_slots_7_bridge" && one.bridgeID == "aab_audio_slots_1_bridge")
+        // What each of a slot's config topics is for (the reshard's hand-over reads it).
+        #expect(one.device(ofConfigTopic: published[2].topic) == .accessory(device.id))
+        #expect(one.device(ofConfigTopic: published[1].topic) == .hub(HubID("hub-1")!))
+        #expect(one.device(ofConfigTopic: one.configTopic(one.bridgeID)) == .bridge)
+        #expect(one.device(ofConfigTopic: seven.configTopic(of: device.id)) == nil)
         // One bridge keeps the form without a node, and does not take a slot's configs for its own.
         var single = Machine(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(single.configFilter == "homeassistant/device/+/config")
         let slots = single.retainedMessageSeen(topic: published[2].topic, payload: config)
         let singles = single.retainedMessageSeen(topic: self.config, payload: config)
         #expect(!slots && singles)
+    }
+
+    /// A config's device ids and its components' unique ids.
+    static func ids(_ config: [String: Any]) -> (device: [String], components: Set<String>) {
+        let device = (config["dev"] as? [String: Any])?["ids"] as? [String] ?? []
+        let components = (config["cmps"] as? [String: [String: Any]] ?? [:]).values.compactMap { $0["unique_id"] as? String }
+        return (device, Set(components))
     }
 
     @Test func theInputsOfAConfigAreOneValue() {
