@@ -67,8 +67,13 @@ public final class AccessoryHub: Sendable {
     let epoch = Atomic<UInt64>(0)
     /// The last part of the hub's response topic, the same under every root.
     private let responseToken = String(UInt64.random(in: .min ... .max), radix: 16)
-    /// What each accessory was told to be, for a move (``Options/followsLayout``).
+    /// What each accessory was told to be, for a move (``Options/followsLayout``) and the bridge's rebirth requests.
     let rebirths = Mutex<[AccessoryID: AccessoryRebirth]>([:])
+    /// How many requests of each accessory are on the wire: a rebirth is answered once none is (its update would
+    /// otherwise undo one whose result has not come yet).
+    let inFlight = Mutex<[AccessoryID: Int]>([:])
+    /// The bridge's rebirth requests: what the hub did with them, and the accessories it is answering for.
+    let rebirthAnswers = Mutex(RebirthAnswers())
     /// The layouts the connection received, for the task that follows them (``Options/followsLayout``).
     let layouts = AsyncStream<BridgeLayout>.makeStream(bufferingPolicy: .bufferingNewest(1))
     /// The layout in use, and how many the hub followed or could not read (``Options/followsLayout``).
@@ -156,13 +161,15 @@ public final class AccessoryHub: Sendable {
             responseTopic: root.map { Topic.responses(hub: hubID, name: responseToken).name(under: $0) })
     }
 
-    /// Subscribes and starts `connection`'s client: under a root, to the hub's responses and its accessories'
-    /// head-tracking news (and it announces the hub online at each connection); following the layout, to the layout.
+    /// Subscribes and starts `connection`'s client: under a root, to the hub's responses, its rebirth requests and its
+    /// accessories' head-tracking news (and it announces the hub online at each connection); following the layout, to
+    /// the layout.
     func open(_ connection: HubLink.Connection) throws(MQTTError) {
         let client = connection.client
         let root = connection.root
         if let root, let responseTopic = connection.responseTopic {
             try client.subscribe(responseTopic, qos: .atLeastOnce)
+            try client.subscribe(Topic.rebirth(hub: hubID).name(under: root), qos: .atLeastOnce)
             try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
         }
         if options.followsLayout {
@@ -256,7 +263,8 @@ public final class AccessoryHub: Sendable {
     // MARK: - Request and response
 
     /// Sends one request and waits for its result; a result with an error throws it. What the bridge accepted is kept
-    /// for a move, and a request the hub moved before its answer came goes again under the new root.
+    /// for a move and the bridge's rebirth requests, and a request the hub moved before its answer came goes again
+    /// under the new root.
     @discardableResult
     func send(_ request: AccessoryRequest, for id: AccessoryID) async throws(AccessoryControlError)
         -> RequestResult
@@ -268,11 +276,25 @@ public final class AccessoryHub: Sendable {
                         ? "no bridge's layout within \(options.timeout): is a bridge running?"
                         : "the hub is stopped, or moving to another slot for longer than \(options.timeout)")
             }
-            guard case .result(let result) = try await send(request, for: id, on: connection) else { continue }
-            if options.followsLayout, case .succeeded = result.outcome {
+            let reply: Reply
+            do {
+                inFlight.withLock { $0[id, default: 0] += 1 }
+                defer { inFlight.withLock { $0[id] = $0[id].flatMap { $0 > 1 ? $0 - 1 : nil } } }
+                reply = try await send(request, for: id, on: connection)
+            }
+            guard case .result(let result) = reply else { continue }
+            // A duplicate: this hub does not send a sequence twice, so a run before it counted further (the count
+            // started behind the bridge's). Nothing was applied: the request goes again past the bridge's count.
+            if result.duplicate, let last = result.state?.accessory.lastSequence, last >= result.sequence {
+                movePast(last, for: id)
+                continue
+            }
+            if case .succeeded = result.outcome {
                 rebirths.withLock { rebirths in
-                    var rebirth = rebirths[id] ?? AccessoryRebirth()
-                    rebirth.took(request)
+                    // A hub that restarted learns the accessory from the bridge's state in the first result.
+                    var rebirth =
+                        rebirths[id] ?? result.state.flatMap(AccessoryRebirth.init(learning:)) ?? AccessoryRebirth()
+                    rebirth.took(request, sequence: result.state?.accessory.lastSequence ?? 0)
                     rebirths[id] = rebirth.isPaired ? rebirth : nil
                 }
             }
@@ -323,10 +345,10 @@ public final class AccessoryHub: Sendable {
         }
         guard let root = connection.root else { return }
         guard message.topic == connection.responseTopic else {
-            if case .headTracking(let hub, let accessory)? = try? Topic(parsing: message.topic, under: root),
-                hub == hubID
-            {
-                receiveHeadTracking(message, of: accessory)
+            switch try? Topic(parsing: message.topic, under: root) {
+            case .headTracking(let hub, let accessory)? where hub == hubID: receiveHeadTracking(message, of: accessory)
+            case .rebirth(let hub)? where hub == hubID: receiveRebirthRequest(message)
+            default: break
             }
             return
         }
@@ -376,15 +398,23 @@ public final class AccessoryHub: Sendable {
         }
     }
 
-    /// Sequences increase per accessory, starting from the wall clock in milliseconds, so that they keep increasing
-    /// across restarts of the hub.
+    /// Sequences count by one per accessory from the wall clock in milliseconds at its first request of this run, so
+    /// that they keep increasing across restarts of the hub, and the bridge sees a gap (and asks for a rebirth) only
+    /// at a restart. (Until 2026-11-30 every request took the wall clock when it was ahead: nearly every request after
+    /// a pause was a gap to the bridge.) A run that counted further than the clock went is found out by the first
+    /// answer, a duplicate: the count moves past the bridge's (``movePast(_:for:)``) and the request goes again.
     private func nextSequence(for id: AccessoryID) -> UInt64 {
         let now = UInt64(max(0, WallClock.system.now.unixMilliseconds))
         return sequences.withLock { sequences in
-            let next = max(sequences[id, default: 0] + 1, now)
+            let next = sequences[id].map { $0 &+ 1 } ?? now
             sequences[id] = next
             return next
         }
+    }
+
+    /// The bridge processed `last` of `id` already: the next sequence is past it.
+    private func movePast(_ last: UInt64, for id: AccessoryID) {
+        sequences.withLock { $0[id] = max($0[id] ?? 0, last) }
     }
 }
 

@@ -71,4 +71,47 @@ import Testing
         rebirth.took(again)
         #expect(rebirth.requests == [again])
     }
+
+    /// A rebirth request is answered with the configuration alone when the bridge had taken the last pairing and
+    /// registration before its gap (its last sequence is at or past them), else with the whole.
+    @Test func aRebirthRequestGetsTheUpdateAloneWhenTheBridgeHadTheBirth() {
+        var rebirth = AccessoryRebirth()
+        rebirth.took(Self.pairing, sequence: 100)
+        rebirth.took(.register([.audioSwitching, .placement]), sequence: 101)
+        rebirth.took(.placement(.onHead), sequence: 102)
+        #expect(rebirth.birthSequence == 101)
+        let configuration = Configuration(devicePlacement: .onHead, deviceCapabilities: [.audioSwitching, .placement])
+        #expect(rebirth.answer(lastSequence: 101) == (.update(configuration), rebirth.requests))
+        #expect(rebirth.answer(lastSequence: 105).probe == .update(configuration))
+        #expect(rebirth.answer(lastSequence: 100).probe == nil, "the registration may have been missed")
+        // Paired again: its birth is that pairing, and with no registration since there is nothing to probe.
+        rebirth.took(Self.pairing, sequence: 110)
+        #expect(rebirth.birthSequence == 110 && rebirth.answer(lastSequence: 200).probe == nil)
+    }
+
+    /// A hub that restarted learns the accessory from the bridge's state (its birth not known: the configuration is
+    /// asked first); an unpaired one is nothing to learn.
+    @Test func aRestartedHubLearnsTheAccessoryFromTheBridgesState() throws {
+        let configuration = Configuration(
+            devicePlacement: .inEar, deviceCapabilities: [.audioSwitching, .placement],
+            primaryAudioSourceDeviceIdentifier: Self.phone)
+        func state(_ registration: Registration) -> AccessoryState {
+            AccessoryState(
+                Accessory(
+                    id: AccessoryID("buds")!, hub: HubID("home")!, registration: registration, name: "Studio",
+                    hardwareCapabilities: .all, configuration: configuration,
+                    updatedAt: Timestamp(unixMilliseconds: 1_763_790_000_000)),
+                routedSource: nil)
+        }
+        let learned = try #require(AccessoryRebirth(learning: state(.registered)))
+        #expect(learned.birthSequence == 0)
+        #expect(learned.answer(lastSequence: 0).probe == .update(configuration))
+        #expect(learned.requests == [
+            .paired(name: "Studio", model: "", hardwareCapabilities: .all),
+            .register([.audioSwitching, .placement]), .update(configuration),
+        ])
+        let paired = try #require(AccessoryRebirth(learning: state(.paired)))
+        #expect(paired.requests == [.paired(name: "Studio", model: "", hardwareCapabilities: .all)] && paired.probe == nil)
+        #expect(AccessoryRebirth(learning: state(.unpaired)) == nil)
+    }
 }
