@@ -70,7 +70,14 @@ public struct HomeAssistantDiscovery: Sendable {
         return "aab_" + String(decoding: level, as: UTF8.self)
     }
 
-    func accessoryID(_ id: AccessoryID) -> String { "\(base)_\(id.rawValue)" }
+    /// An accessory's id: `{base}_{id}`, or `{base}_acc_{id}` for an id that would read as another device's (`bridge`,
+    /// a hub's `hub_…`, a slot's own `slots_…`) or as one so escaped (`acc_…`): two devices never share an id.
+    func accessoryID(_ id: AccessoryID) -> String {
+        let raw = id.rawValue
+        let escaped = raw == "bridge" || Self.escapedPrefixes.contains { raw.hasPrefix($0) }
+        return escaped ? "\(base)_acc_\(raw)" : "\(base)_\(raw)"
+    }
+    private static let escapedPrefixes = ["acc_", "hub_", "slots_"]
     func hubID(_ hub: HubID) -> String { "\(base)_hub_\(hub.rawValue)" }
     var bridgeID: String { "\(ownBase)_bridge" }
 
@@ -106,13 +113,12 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// The device one of this bridge's (or slot's) config topics is for; `nil` for a topic that is not one of its.
-    /// An id that reads both ways (an accessory named `hub_…`) is taken for a hub's.
     public func device(ofConfigTopic topic: String) -> ConfiguredDevice? {
         guard let objectID = ownObjectID(ofConfigTopic: topic) else { return nil }
         if objectID == bridgeID { return .bridge }
         let rest = objectID.dropFirst(base.count + 1)
-        if rest.hasPrefix("hub_"), let hub = HubID(String(rest.dropFirst(4))) { return .hub(hub) }
-        return AccessoryID(String(rest)).map { .accessory($0) }
+        if rest.hasPrefix("hub_") { return HubID(rest.dropFirst(4)).map { .hub($0) } }
+        return AccessoryID(rest.hasPrefix("acc_") ? rest.dropFirst(4) : rest).map { .accessory($0) }
     }
 
     /// Compact, key-sorted JSON bytes of a config: the same config always gives the same bytes.

@@ -95,6 +95,26 @@ import Testing
         #expect(!slots && singles)
     }
 
+    /// No accessory shares an id with another device: one named `bridge` is not the bridge, `hub_x` not hub `x`,
+    /// `slots_1_bridge` not slot 1's own device; an escaped one (`acc_…`) is read back as the accessory it is.
+    @Test func anAccessoryNeverTakesAnotherDevicesID() throws {
+        let single = HomeAssistantDiscovery(prefix: "homeassistant", root: .default)
+        let slot = HomeAssistantDiscovery(
+            prefix: "homeassistant", root: try #require(TopicRoot("audio/slots/1")), fleet: .default)
+        for discovery in [single, slot] {
+            let others = [discovery.bridgeID, discovery.hubID(HubID("x")!), "aab_audio_slots_1_bridge", "aab_audio_y"]
+            for name in ["bridge", "hub_x", "slots_1_bridge", "acc_y", "y", "bridges", "hubx"] {
+                let id = AccessoryID(name)!
+                let objectID = discovery.accessoryID(id)
+                #expect(!others.contains(objectID) || name == "y", "\(name): \(objectID)")
+                #expect(discovery.device(ofConfigTopic: discovery.configTopic(of: id)) == .accessory(id), "\(name)")
+            }
+            #expect(discovery.accessoryID(AccessoryID("headphones")!) == "aab_audio_headphones", "others keep their ids")
+            #expect(discovery.device(ofConfigTopic: discovery.configTopic(of: HubID("x")!)) == .hub(HubID("x")!))
+        }
+        #expect(single.accessoryID(AccessoryID("bridge")!) == "aab_audio_acc_bridge")
+    }
+
     /// A config's device ids and its components' unique ids.
     static func ids(_ config: [String: Any]) -> (device: [String], components: Set<String>) {
         let device = (config["dev"] as? [String: Any])?["ids"] as? [String] ?? []
