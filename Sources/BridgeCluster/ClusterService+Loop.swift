@@ -61,6 +61,20 @@ extension ClusterService {
             watcher?.cancel()
         }
 
+        /// Warns when the open-file limit is below what serving every slot of the cluster's count would take (a member
+        /// alone, or after its peers' failures); checked at each registration, once the count is known.
+        private func checkOpenFileLimit() {
+            let needed = OpenFileLimit.needed(
+                forSlots: machine.slotCount, starting: service.configuration.policy.concurrentTakeovers)
+            guard let limit = OpenFileLimit.current(), limit < needed else { return }
+            service.logger.warning(
+                """
+                the open-file limit is below what this member needs to serve every slot: raise the hard limit \
+                (LimitNOFILE= in a systemd unit, --ulimit nofile= for a container)
+                """,
+                metadata: ["limit": "\(limit)", "needed": "\(needed)", "cluster.slots": "\(machine.slotCount)"])
+        }
+
         /// What the member serves, and why not more, for `/health/ready` and the metrics: at most a tick
         /// (``ClusterService/tickInterval``) late.
         private func showState() {
@@ -88,6 +102,7 @@ extension ClusterService {
                         "joining with the slot count the cluster recorded (no --slots was given)",
                         metadata: ["cluster.slots": "\(machine.slotCount)"])
                 }
+                checkOpenFileLimit()
                 if let count = machine.leftForReshard {
                     shuttingDown = true
                     service.logger.info(

@@ -75,20 +75,9 @@ struct AccessoryBridgeCommand: AsyncParsableCommand {
         let notReadyBecause: @Sendable () -> [String]
         var etcd: EtcdClient?
         if let cluster = settings.cluster {
-            if let limit = OpenFileLimit.raise() {
-                // Given no count, a member is checked against a new cluster's: the recorded one is not read yet.
-                let slots = (cluster.slots ?? ClusterConfiguration.defaultSlots).count
-                let needed = OpenFileLimit.needed(forSlots: slots, starting: cluster.policy.concurrentTakeovers)
-                if limit.after < needed {
-                    logger.warning(
-                        """
-                        the open-file limit is below what this member needs to serve every slot: raise the hard limit \
-                        (LimitNOFILE= in a systemd unit, --ulimit nofile= for a container)
-                        """,
-                        metadata: ["limit": "\(limit.after)", "needed": "\(needed)", "cluster.slots": "\(slots)"])
-                } else if limit.after > limit.before {
-                    logger.info("raised the open-file limit", metadata: ["from": "\(limit.before)", "to": "\(limit.after)"])
-                }
+            // The member checks the limit against the cluster's slot count once it knows it (at its registration).
+            if let limit = OpenFileLimit.raise(), limit.after > limit.before {
+                logger.info("raised the open-file limit", metadata: ["from": "\(limit.before)", "to": "\(limit.after)"])
             }
             let client = try EtcdClient(endpoint: cluster.endpoint, tls: cluster.tls, logger: logger)
             etcd = client

@@ -44,10 +44,11 @@ final class MemberProcesses: Sendable {
 
     /// Starts member `name`: with `homeAutomation`, its slots announce to Home Assistant (discovery on); with `slots`,
     /// another count than the cluster's; with `givesSlots` false, no `--slots` at all (the member takes the cluster's);
-    /// with `softFileLimit`, under that soft limit of open descriptors (as systemd starts a service).
+    /// with `softFileLimit`, under that soft limit of open descriptors (as systemd starts a service), and with
+    /// `hardFileLimit` that hard one.
     func start(
         _ name: String, homeAutomation: Bool = false, slots: Int? = nil, givesSlots: Bool = true,
-        softFileLimit: Int? = nil
+        softFileLimit: Int? = nil, hardFileLimit: Int? = nil
     ) throws {
         let log = broker.directory.appendingPathComponent("\(name)-\(logs.withLock { $0.count }).log")
         let bridge = try BuiltProducts.path("accessory-bridge")
@@ -57,10 +58,16 @@ final class MemberProcesses: Sendable {
                 "--member", name, "--http-port", "0", "--log-format", "json",
             ] + (givesSlots ? ["--slots", "\(slots ?? self.slots)"] : []) + (homeAutomation ? [] : ["--no-home-automation"])
         let process =
-            if let softFileLimit {
+            if softFileLimit != nil || hardFileLimit != nil {
                 try ChildProcess(
                     executable: "/bin/sh",
-                    arguments: ["-c", "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", bridge] + arguments,
+                    arguments: [
+                        "-c",
+                        // The soft limit first: a hard one below it is refused.
+                        ((softFileLimit ?? hardFileLimit).map { "ulimit -Sn \($0) && " } ?? "")
+                            + (hardFileLimit.map { "ulimit -Hn \($0) && " } ?? "") + "exec \"$0\" \"$@\"",
+                        bridge,
+                    ] + arguments,
                     outputPath: log.path)
             } else {
                 try ChildProcess(executable: bridge, arguments: arguments, outputPath: log.path)
