@@ -35,6 +35,10 @@ public final class AccessoryHub: Sendable {
         /// offline when stopped or lost (its will). A hub's long-lived process does; a one-shot tool acting for the
         /// hub must not, or every exit would mark the hub's accessories stale.
         public var announcesStatus = true
+        /// Whether the hub answers the bridge's rebirth requests (``rebirthStatus``): a hub's long-lived process does;
+        /// a one-shot tool acting for the hub should not, since the gap the bridge saw is its own new run, and the
+        /// hub's process answers for the accessory.
+        public var answersRebirthRequests = true
 
         public init() {}
 
@@ -169,7 +173,9 @@ public final class AccessoryHub: Sendable {
         let root = connection.root
         if let root, let responseTopic = connection.responseTopic {
             try client.subscribe(responseTopic, qos: .atLeastOnce)
-            try client.subscribe(Topic.rebirth(hub: hubID).name(under: root), qos: .atLeastOnce)
+            if options.answersRebirthRequests {
+                try client.subscribe(Topic.rebirth(hub: hubID).name(under: root), qos: .atLeastOnce)
+            }
             try client.subscribe(Topic.Kind.headTracking.filter(under: root, hub: hubID), qos: .atLeastOnce)
         }
         if options.followsLayout {

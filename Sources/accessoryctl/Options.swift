@@ -165,8 +165,10 @@ struct HubOptions: ParsableArguments {
         options.slots = try connection.clusterSlots
         options.payloadFormat = connection.format
         options.timeout = connection.patience
-        // A one-shot command speaks for the hub, not for its availability.
+        // A one-shot command speaks for the hub, not for its availability, nor for what the hub's process remembers
+        // of its accessories (the bridge's rebirth requests).
         options.announcesStatus = false
+        options.answersRebirthRequests = false
         let accessoryHub = try await connection.connecting {
             try AccessoryHub(
                 hubID: hubID, mqtt: try connection.mqtt(clientID: ConnectionOptions.clientID(hub)), options: options,
