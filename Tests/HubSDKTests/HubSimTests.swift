@@ -127,7 +127,17 @@ import Glibc
         #expect(summary.lost == 0 && summary.errors == 0)
         #expect(summary.excess_commands == 0, "a command issued twice for one change")
         #expect(summary.state_mismatches == 0, "retained states differ from what the hubs last sent: \(log.suffix(500))")
-        #expect(summary.connections >= 2 * hubs, "the hubs reconnected after the broker restart")
+        // Seen to fail now and then under `make test-stress` (4 times in about 120 runs: 5 connections with every
+        // result in, so the hubs cannot have been cut off before the end): what the broker saw goes with it.
+        let brokerLog = fixture.broker.log()
+        let seen = brokerLog.split(separator: "\n").filter { $0.contains("New client connected") && $0.contains(" as chaos-") }
+        #expect(
+            summary.connections >= 2 * hubs,
+            """
+            the hubs reconnected after the broker restart; the broker saw \(seen.count) hub connections, its restarts at \
+            \(brokerLog.split(separator: "\n").filter { $0.contains(" running") }.map { $0.prefix(30) }); hub-sim's \
+            log ends: \(log.suffix(800))
+            """)
         #expect(summary.commands > 0, "the devices were commanded")
         print("hub-sim under faults: \(summary.results) results, \(summary.retried) retried, "
             + "\(summary.duplicated) duplicates, p99 \(summary.p99_ms) ms")
