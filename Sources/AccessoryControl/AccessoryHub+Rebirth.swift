@@ -75,7 +75,8 @@ extension AccessoryHub {
         ]
         guard let known else {
             rebirthAnswers.withLock { $0.status.unknown += 1 }
-            logger.warning("the bridge asked for a rebirth of an accessory this hub knows nothing of", metadata: metadata)
+            logger.warning(
+                "the bridge asked for a rebirth of an accessory this hub knows nothing of", metadata: metadata)
             return
         }
         let (probe, requests) = known.answer(lastSequence: request.lastSequence)

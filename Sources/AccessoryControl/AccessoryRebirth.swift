@@ -18,7 +18,8 @@ struct AccessoryRebirth: Hashable, Sendable {
     init?(learning state: AccessoryState) {
         let accessory = state.accessory
         guard accessory.registration != .unpaired else { return nil }
-        pairing = .paired(name: accessory.name, model: accessory.model, hardwareCapabilities: accessory.hardwareCapabilities)
+        pairing = .paired(
+            name: accessory.name, model: accessory.model, hardwareCapabilities: accessory.hardwareCapabilities)
         registered = accessory.registration == .registered
         configuration = accessory.configuration
     }

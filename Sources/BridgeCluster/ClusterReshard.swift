@@ -285,13 +285,16 @@ public enum ClusterReshard {
         }
         func slotRoot(_ slot: Int) -> TopicRoot { summary.to.root(of: slot, under: root) }
         var configs: [(topic: String, slot: Int, device: HomeAssistantDiscovery.ConfiguredDevice)] = []
+        let slotOfNode = Dictionary(
+            discoveries.enumerated().compactMap { slot, discovery in discovery.node.map { ($0, slot) } }) { $1 }
         for (topic, message) in retained.sorted(by: { $0.key < $1.key }) {
             guard let (slot, rest) = slotAndRest(of: topic, under: root) else {
-                // A Home Assistant config (the only messages outside `R/slots/`): handed over or removed below, once
-                // every accessory's hub is known.
-                if let (slot, device) = discoveries.enumerated().lazy.compactMap({ slot, discovery in
-                    discovery.device(ofConfigTopic: topic).map { (slot, $0) }
-                }).first {
+                // A Home Assistant config (the only messages outside `R/slots/`), `…/{node}/{object}/config`: handed
+                // over or removed below, once every accessory's hub is known.
+                let levels = topic.split(separator: "/")
+                if levels.count >= 3, let slot = slotOfNode[String(levels[levels.count - 3])],
+                    let device = discoveries[slot].device(ofConfigTopic: topic)
+                {
                     configs.append((topic, slot, device))
                 }
                 continue

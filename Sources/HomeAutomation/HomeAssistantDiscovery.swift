@@ -49,6 +49,9 @@ public struct HomeAssistantDiscovery: Sendable {
     private let configTopicHead: String
     /// Home Assistant's birth and will, `{prefix}/status` (compared with every inbound message's topic).
     let statusTopic: String
+    /// A cluster's slot's node level (its ``ownBase``): the level before the object id in its config topics. `nil` for
+    /// one bridge, whose config topics have none.
+    public let node: String?
 
     /// - Parameters:
     ///   - root: This bridge's topic root, or a cluster's slot's.
@@ -59,7 +62,8 @@ public struct HomeAssistantDiscovery: Sendable {
         self.root = root
         ownBase = Self.identifier(of: root)
         base = fleet.map(Self.identifier(of:)) ?? ownBase
-        configTopicHead = fleet == nil ? "\(prefix)/device/" : "\(prefix)/device/\(ownBase)/"
+        node = fleet == nil ? nil : ownBase
+        configTopicHead = node.map { "\(prefix)/device/\($0)/" } ?? "\(prefix)/device/"
         statusTopic = "\(prefix)/status"
     }
 
