@@ -67,7 +67,7 @@ extension AccessoryHub {
 
     private func answer(_ request: RebirthRequest) async {
         let id = request.accessory
-        await untilNoneInFlight(id)
+        await inFlight.untilNone(of: id)
         let known = rebirths.withLock { $0[id] } ?? lastKnownState(of: id).flatMap(AccessoryRebirth.init(learning:))
         let metadata: Logger.Metadata = [
             "accessory.id": "\(id)", "last_sequence": "\(request.lastSequence)",
@@ -95,14 +95,6 @@ extension AccessoryHub {
                     "a request of a rebirth the bridge asked for failed",
                     metadata: metadata.merging(["request": "\(each.name)", "error": "\(error)"]) { $1 })
             }
-        }
-    }
-
-    /// Returns once none of `id`'s requests is on the wire, or after the hub's timeout (a result that never comes).
-    private func untilNoneInFlight(_ id: AccessoryID) async {
-        let deadline = ContinuousClock.now + options.timeout
-        while inFlight.withLock({ $0[id] != nil }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
         }
     }
 }

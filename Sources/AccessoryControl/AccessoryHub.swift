@@ -73,9 +73,8 @@ public final class AccessoryHub: Sendable {
     private let responseToken = String(UInt64.random(in: .min ... .max), radix: 16)
     /// What each accessory was told to be, for a move (``Options/followsLayout``) and the bridge's rebirth requests.
     let rebirths = Mutex<[AccessoryID: AccessoryRebirth]>([:])
-    /// How many requests of each accessory are on the wire: a rebirth is answered once none is (its update would
-    /// otherwise undo one whose result has not come yet).
-    let inFlight = Mutex<[AccessoryID: Int]>([:])
+    /// Each accessory's requests on the wire: a rebirth is answered once none is.
+    let inFlight = InFlightRequests()
     /// The bridge's rebirth requests: what the hub did with them, and the accessories it is answering for.
     let rebirthAnswers = Mutex(RebirthAnswers())
     /// The layouts the connection received, for the task that follows them (``Options/followsLayout``).
@@ -282,11 +281,8 @@ public final class AccessoryHub: Sendable {
                         ? "no bridge's layout within \(options.timeout): is a bridge running?"
                         : "the hub is stopped, or moving to another slot for longer than \(options.timeout)")
             }
-            let reply: Reply
-            do {
-                inFlight.withLock { $0[id, default: 0] += 1 }
-                defer { inFlight.withLock { $0[id] = $0[id].flatMap { $0 > 1 ? $0 - 1 : nil } } }
-                reply = try await send(request, for: id, on: connection)
+            let reply = try await inFlight.run(for: id) { () async throws(AccessoryControlError) in
+                try await send(request, for: id, on: connection)
             }
             guard case .result(let result) = reply else { continue }
             // A duplicate: this hub does not send a sequence twice, so a run before it counted further (the count
