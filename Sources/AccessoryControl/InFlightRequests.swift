@@ -33,6 +33,11 @@ final class InFlightRequests: Sendable {
         }
     }
 
+    /// How many of `id`'s requests are on the wire.
+    func count(of id: AccessoryID) -> Int {
+        state.withLock { $0.counts[id] ?? 0 }
+    }
+
     private func ended(_ id: AccessoryID) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             if let count = state.counts[id], count > 1 {

@@ -9,17 +9,16 @@ import Testing
     static let other = AccessoryID("other")!
 
     private final class Flags: Sendable {
-        let started = Atomic(0)
         let done = Atomic(false)
     }
 
-    /// A request on the wire until `go` yields.
+    /// A request on the wire until `go` yields; says so on `started` once it is.
     private static func request(
-        _ inFlight: InFlightRequests, _ flags: Flags, until go: AsyncStream<Void>
+        _ inFlight: InFlightRequests, started: AsyncStream<Void>.Continuation, until go: AsyncStream<Void>
     ) -> Task<Void, any Error> {
         Task {
             try await inFlight.run(for: buds) { () async throws(AccessoryControlError) in
-                flags.started.add(1, ordering: .relaxed)
+                started.yield()
                 for await _ in go { break }
             }
         }
@@ -29,11 +28,16 @@ import Testing
         let inFlight = InFlightRequests()
         await inFlight.untilNone(of: Self.buds)  // none: at once
         let flags = Flags()
+        let (started, starting) = AsyncStream<Void>.makeStream()
         let (first, firstGo) = AsyncStream<Void>.makeStream()
         let (second, secondGo) = AsyncStream<Void>.makeStream()
-        let one = Self.request(inFlight, flags, until: first)
-        let two = Self.request(inFlight, flags, until: second)
-        while flags.started.load(ordering: .relaxed) < 2 { await Task.yield() }
+        let one = Self.request(inFlight, started: starting, until: first)
+        let two = Self.request(inFlight, started: starting, until: second)
+        var count = 0
+        for await _ in started {
+            count += 1
+            if count == 2 { break }
+        }
         let waiting = Task {
             await inFlight.untilNone(of: Self.buds)
             flags.done.store(true, ordering: .relaxed)
@@ -41,14 +45,14 @@ import Testing
         await inFlight.untilNone(of: Self.other)  // another accessory's requests do not hold it
         firstGo.yield()
         try await one.value
-        for _ in 0..<100 { await Task.yield() }
+        // One of two still on the wire: the wait cannot have ended (it ends only when the last one does).
         let early = flags.done.load(ordering: .relaxed)
-        #expect(!early, "one of two requests still on the wire")
+        #expect(!early && inFlight.count(of: Self.buds) == 1)
         secondGo.yield()
         try await two.value
         await waiting.value
         let ended = flags.done.load(ordering: .relaxed)
-        #expect(ended)
+        #expect(ended && inFlight.count(of: Self.buds) == 0)
     }
 
     @Test func aFailedRequestEndsToo() async {
