@@ -72,28 +72,13 @@ extension AccessoryHub {
     private func reborn(on connection: HubLink.Connection) async {
         let accessories = rebirths.withLock { $0 }.sorted { $0.key < $1.key }
         for (id, rebirth) in accessories {
-            if let probe = rebirth.probe,
-                case .result(let result)? = try? await send(probe, for: id, on: connection),
-                case .succeeded = result.outcome
-            {
-                continue
+            let said = await sayAgain(
+                id, probe: rebirth.probe, requests: rebirth.requests, metadata: ["accessory.id": "\(id)"]
+            ) { request throws(AccessoryControlError) in
+                guard case .result(let result) = try await send(request, for: id, on: connection) else { return nil }
+                return result
             }
-            for request in rebirth.requests {
-                do {
-                    guard case .result(let result) = try await send(request, for: id, on: connection) else {
-                        return
-                    }
-                    if case .failed(let error) = result.outcome {
-                        logger.warning(
-                            "the bridge refused a request of the hub's rebirth",
-                            metadata: ["accessory.id": "\(id)", "request": "\(request.name)", "error": "\(error)"])
-                    }
-                } catch {
-                    logger.warning(
-                        "a request of the hub's rebirth failed",
-                        metadata: ["accessory.id": "\(id)", "request": "\(request.name)", "error": "\(error)"])
-                }
-            }
+            if case .moved = said { return }
         }
     }
 }

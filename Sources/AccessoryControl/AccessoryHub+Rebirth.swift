@@ -80,21 +80,49 @@ extension AccessoryHub {
             return
         }
         let (probe, requests) = known.answer(lastSequence: request.lastSequence)
-        if let probe, (try? await send(probe, for: id)) != nil {
+        let said = await sayAgain(id, probe: probe, requests: requests, metadata: metadata) {
+            request throws(AccessoryControlError) in try await send(request, for: id)
+        }
+        if case .configuration = said {
             rebirthAnswers.withLock { $0.status.updates += 1 }
             logger.info("answered the bridge's rebirth request with the accessory's configuration", metadata: metadata)
-            return
+        } else {
+            rebirthAnswers.withLock { $0.status.whole += 1 }
+            logger.info("answered the bridge's rebirth request with the whole rebirth", metadata: metadata)
         }
-        rebirthAnswers.withLock { $0.status.whole += 1 }
-        logger.info("answered the bridge's rebirth request with the whole rebirth", metadata: metadata)
-        for each in requests {
+    }
+
+    /// What ``sayAgain(_:probe:requests:metadata:send:)`` said.
+    enum Said {
+        /// The configuration alone: the bridge took the probe.
+        case configuration
+        /// The whole rebirth, each request's refusal or failure logged.
+        case whole
+        /// The hub moved meanwhile: nothing more was sent (the move says it again under the new root).
+        case moved
+    }
+
+    /// Says an accessory again, for a move or a rebirth request: `probe` first when there is one; not taken, the
+    /// `requests` one by one. `send` gives the bridge's result (or throws it as an error), `nil` when the hub moved.
+    func sayAgain(
+        _ id: AccessoryID, probe: AccessoryRequest?, requests: [AccessoryRequest], metadata: Logger.Metadata,
+        send: (AccessoryRequest) async throws(AccessoryControlError) -> RequestResult?
+    ) async -> Said {
+        if let probe, case .succeeded? = (try? await send(probe))??.outcome { return .configuration }
+        for request in requests {
+            var problem: AccessoryControlError?
             do {
-                try await send(each, for: id)
+                guard let result = try await send(request) else { return .moved }
+                if case .failed(let error) = result.outcome { problem = error }
             } catch {
+                problem = error
+            }
+            if let problem {
                 logger.warning(
-                    "a request of a rebirth the bridge asked for failed",
-                    metadata: metadata.merging(["request": "\(each.name)", "error": "\(error)"]) { $1 })
+                    "the bridge did not take a request of an accessory's rebirth",
+                    metadata: metadata.merging(["request": "\(request.name)", "error": "\(problem)"]) { $1 })
             }
         }
+        return .whole
     }
 }
