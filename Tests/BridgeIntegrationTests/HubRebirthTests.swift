@@ -90,14 +90,16 @@ import TestSupport
         let hub = try await Self.startHub(broker)
         let paired = try await hub.pair(Self.buds, name: "Studio", model: "S", hardwareCapabilities: .all)
         try await hub.register(paired, Self.configuration)
-        for placement in [Placement.inEar, .offHead, .onHead] {
+        for placement in [Placement.inEar, .offHead, .onHead, .inEar] {
             try await Task.sleep(for: .milliseconds(10))  // the wall clock moves on between them
             try await hub.report(placement: placement, for: paired)
         }
-        // Paired, registered, configured, and three placements.
-        try await waitUntil("six states retained") { try Self.states(observer).count >= 6 }
+        // Paired, registered, configured, and four placements. The bridge publishes a message's rebirth request after
+        // its answer and state, and before the next message's, in order: once the seventh state is in, a rebirth
+        // request for any of the six before it would have come.
+        try await waitUntil("seven states retained") { try Self.states(observer).count >= 7 }
         let sequences = try Self.states(observer).map(\.accessory.lastSequence)
-        #expect(sequences.count == 6 && zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 + 1 }, "\(sequences)")
+        #expect(sequences.count == 7 && zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 + 1 }, "\(sequences)")
         #expect(observer.messages(on: Self.rebirthTopic).isEmpty, "no gap")
         #expect(hub.rebirthStatus.requests == 0)
         await hub.stop()
