@@ -2,7 +2,9 @@
 # The whole suite RUNS times while HOGS CPU hogs run (`make test-stress RUNS=30 HOGS=2`; the build is done before):
 # a table of runs, then every failing test with the runs it failed in. Each run's output is kept in
 # .build-stress/<date>/run-N.log; a failed run also keeps its temporary directory (brokers' configurations and
-# logs, the bridges' logs: KEEP_BROKER_FILES=1) in run-N.tmp, so that a flake can be read and reproduced.
+# logs, the bridges' logs: KEEP_BROKER_FILES=1) in run-N.tmp, so that a flake can be read and reproduced. When
+# Swift's cooperative pool in the test process starts nothing for 5 s, the log says so and run-N.tmp gets every
+# thread's stack (AUDIO_STALL_DUMP, Tests/TestSupport/StallWatch.swift).
 # Each run builds the C SDK's checks from the working tree (as `make test` does): leave the sources alone meanwhile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,7 @@ for run in $(seq "$RUNS"); do
     tmp="$out/run-$run.tmp"
     mkdir -p "$tmp"
     started=$(date +%s)
-    TMPDIR="$PWD/$tmp" KEEP_BROKER_FILES=1 scripts/run-tests.sh --parallel >"$log" 2>&1
+    TMPDIR="$PWD/$tmp" KEEP_BROKER_FILES=1 AUDIO_STALL_DUMP="$PWD/$tmp" scripts/run-tests.sh --parallel >"$log" 2>&1
     status=$?
     seconds=$(( $(date +%s) - started ))
     failed=$(failing_tests "$log" | tr '\n' ' ')

@@ -131,19 +131,19 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    /// Ends the watchdog once the child is reaped: killed and reaped first, then its pipe closed.
+    /// Ends the watchdog: killed, and once reaped its pipe closed (on ``ProcessReaper``'s thread: nothing here
+    /// waits). Killed first, it cannot kill the child's pid once reused.
     private func stopWatchdog() {
         guard let running = (watchdog.withLock { running in defer { running = nil }; return running }) else { return }
         kill(running.pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(running.pid, &status, 0) < 0, errno == EINTR {}
-        close(running.pipe)
+        ProcessReaper.reap(killed: running.pid) { close(running.pipe) }
     }
 
     deinit {
+        // Killed and reaped off this thread: a deinit may run on Swift's cooperative pool (ProcessReaper says why).
         if isRunning {
             signal(SIGKILL)
-            _ = waitForExit(timeout: .seconds(5))
+            ProcessReaper.reap(killed: pid)
         }
         stopWatchdog()
     }

@@ -57,9 +57,11 @@ public final class EtcdServer: Sendable {
     }
 
     deinit {
-        process.stopBlocking(signal: SIGTERM)
-        if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
-            try? FileManager.default.removeItem(at: directory)
+        let directory = directory
+        process.endInBackground(signal: SIGTERM) {
+            if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
+                try? FileManager.default.removeItem(at: directory)
+            }
         }
     }
 
@@ -152,13 +154,10 @@ final class ManagedChild: Sendable {
         _ = try? await running.exit(timeout: .seconds(10))
     }
 
-    /// ``stop(signal:)`` for deinit, which cannot await.
-    func stopBlocking(signal: Int32) {
-        guard let running = child.withLock({ value in defer { value = nil }; return value }) else { return }
-        running.signal(signal)
-        if !running.waitForExit(timeout: .seconds(10)) {
-            running.signal(SIGKILL)
-            _ = running.waitForExit(timeout: .seconds(5))
-        }
+    /// ``stop(signal:)`` for deinit, which cannot await: waited for on ``ProcessReaper``'s thread, then `then` runs
+    /// (at once when nothing runs).
+    func endInBackground(signal: Int32, then: @escaping @Sendable () -> Void) {
+        guard let running = child.withLock({ value in defer { value = nil }; return value }) else { return then() }
+        ProcessReaper.end(running, signal: signal, grace: .seconds(10), then: then)
     }
 }

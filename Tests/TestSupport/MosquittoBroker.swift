@@ -57,6 +57,7 @@ public final class MosquittoBroker: Sendable {
         extraConfig: String = "",
         logger: Logger = Logger(label: "MosquittoBroker")
     ) async throws {
+        StallWatch.start()
         self.logger = logger
         executable = try Self.findTool("mosquitto", package: "mosquitto")
         directory = FileManager.default.temporaryDirectory
@@ -115,11 +116,20 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        stopBlocking()
         // KEEP_BROKER_FILES=1 keeps the configuration and the logs (the broker's, and the bridge's of tests that put
         // them here) for a look after a failure.
-        if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
-            try? FileManager.default.removeItem(at: directory)
+        let directory = directory
+        let removeFiles: @Sendable () -> Void = {
+            if ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil {
+                try? FileManager.default.removeItem(at: directory)
+            }
+        }
+        // Stopped as stop() does, but waited for on ProcessReaper's thread: a deinit must not hold a thread of the
+        // cooperative pool for the seconds mosquitto may take.
+        if let running = (process.withLock { process in defer { process = nil }; return process }) {
+            ProcessReaper.end(running, signal: SIGTERM, grace: .seconds(5), then: removeFiles)
+        } else {
+            removeFiles()
         }
     }
 
@@ -130,16 +140,6 @@ public final class MosquittoBroker: Sendable {
         running.signal(SIGTERM)
         // On timeout, exit(timeout:) kills it; end reaps it.
         if (try? await running.exit(timeout: .seconds(5))) == nil { Self.end(running) }
-    }
-
-    /// ``stop()`` for deinit, which cannot await.
-    private func stopBlocking() {
-        process.withLock { process in
-            guard let running = process else { return }
-            process = nil
-            running.signal(SIGTERM)
-            if !running.waitForExit(timeout: .seconds(5)) { Self.end(running) }
-        }
     }
 
     /// Kills the broker with SIGKILL: no goodbye to clients, nothing persisted.
