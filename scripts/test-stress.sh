@@ -44,6 +44,8 @@ for run in $(seq "$RUNS"); do
     failed=$(failing_tests "$log" | tr '\n' ' ')
     if [ "$status" -eq 0 ]; then
         passed=$((passed + 1))
+        # A stall a passing run survived is still worth a look: its stacks are kept.
+        for dump in "$tmp"/stall-*.txt; do [ -e "$dump" ] && mv "$dump" "$out/run-$run-$(basename "$dump")"; done
         rm -rf "$tmp"
         result=pass
     else

@@ -27,25 +27,27 @@ import TestSupport
     static let sourceAddresses = (0..<4).map { BluetoothAddress(rawValue: 0xA0_0000_0000 + UInt64($0))! }
 
     @Test(arguments: 0..<24)
-    func invariantsHoldAfterEveryEvent(seed: Int) {
-        var random = SeededGenerator(seed: UInt64(seed) &* 0x2545_F491_4F6C_DD1D)
-        var h = RoutingHarness(resumeWindow: .seconds(15))
-        var inForce: [BluetoothAddress: AccessoryID] = [:]  // what each simulated device has
-        var lastSequence: [BluetoothAddress: UInt64] = [:]  // of commands, per source
-        var reportSequence: [BluetoothAddress: UInt64] = [:]
-        var commandIDs = Set<String>()
-        var displaced = Set<String>()  // "source accessory" pairs rule 6 paused: what rule 11 may bring back
+    func invariantsHoldAfterEveryEvent(seed: Int) async throws {
+        try await inTheBackground {
+            var random = SeededGenerator(seed: UInt64(seed) &* 0x2545_F491_4F6C_DD1D)
+            var h = RoutingHarness(resumeWindow: .seconds(15))
+            var inForce: [BluetoothAddress: AccessoryID] = [:]  // what each simulated device has
+            var lastSequence: [BluetoothAddress: UInt64] = [:]  // of commands, per source
+            var reportSequence: [BluetoothAddress: UInt64] = [:]
+            var commandIDs = Set<String>()
+            var displaced = Set<String>()  // "source accessory" pairs rule 6 paused: what rule 11 may bring back
 
-        for id in Self.accessoryIDs {
-            h.register(id, capabilities: [.all, .audioSwitching].randomElement(using: &random)!, placement: .offHead)
-        }
+            for id in Self.accessoryIDs {
+                h.register(id, capabilities: [.all, .audioSwitching].randomElement(using: &random)!, placement: .offHead)
+            }
 
-        for step in 0..<1500 {
-            let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
-            Self.apply(event, to: &h, inForce: &inForce, using: &random)
-            let context = Comment(rawValue: "seed \(seed) step \(step): \(event)\ncommands: \(h.last.commands)")
-            Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence, displaced: &displaced,
-                commandIDs: &commandIDs, context)
+            for step in 0..<1500 {
+                let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
+                Self.apply(event, to: &h, inForce: &inForce, using: &random)
+                let context = Comment(rawValue: "seed \(seed) step \(step): \(event)\ncommands: \(h.last.commands)")
+                Self.checkInvariants(h, after: event, inForce: &inForce, lastSequence: &lastSequence, displaced: &displaced,
+                    commandIDs: &commandIDs, context)
+            }
         }
     }
 
@@ -53,52 +55,54 @@ import TestSupport
     /// restart: retained accessory and source states taken back in any order, the sources no accessory needs
     /// forgotten, then live events.
     @Test(arguments: 0..<12)
-    func countsKeptThroughARestore(seed: Int) {
-        var random = SeededGenerator(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
-        var h = RoutingHarness(resumeWindow: .seconds(15))
-        // More addresses than accessories list: a restored source no accessory lists is forgotten at the end.
-        let addresses = Self.sourceAddresses + [BluetoothAddress(rawValue: 0xB0_0000_0000)!]
-        func check(_ moment: String) {
-            #expect(h.engine.sourcesByActivity == h.engine.walkedSourcesByActivity, "seed \(seed), \(moment)")
-            let routes = h.engine.routes
-            #expect(h.engine.routeCount == routes.count, "seed \(seed), \(moment)")
-            #expect(Set(routes.values).count == routes.count, "one source per accessory; seed \(seed), \(moment)")
-            for (source, id) in routes {
-                #expect(h.engine.routedSource(for: id) == source, "seed \(seed), \(moment)")
+    func countsKeptThroughARestore(seed: Int) async throws {
+        try await inTheBackground {
+            var random = SeededGenerator(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
+            var h = RoutingHarness(resumeWindow: .seconds(15))
+            // More addresses than accessories list: a restored source no accessory lists is forgotten at the end.
+            let addresses = Self.sourceAddresses + [BluetoothAddress(rawValue: 0xB0_0000_0000)!]
+            func check(_ moment: String) {
+                #expect(h.engine.sourcesByActivity == h.engine.walkedSourcesByActivity, "seed \(seed), \(moment)")
+                let routes = h.engine.routes
+                #expect(h.engine.routeCount == routes.count, "seed \(seed), \(moment)")
+                #expect(Set(routes.values).count == routes.count, "one source per accessory; seed \(seed), \(moment)")
+                for (source, id) in routes {
+                    #expect(h.engine.routedSource(for: id) == source, "seed \(seed), \(moment)")
+                }
             }
-        }
-        // Retained states in any order, now and then the same accessory's or source's more than once with different
-        // content (delivered again after another bridge wrote it): the last one wins.
-        for step in 0..<60 {
-            if Bool.random(using: &random) {
-                let count = Int.random(in: 0...2, using: &random)
-                let sources = SourcePair(addresses.shuffled(using: &random).prefix(count))
-                let view = RoutingAccessory(
-                    id: Self.accessoryIDs.randomElement(using: &random)!,
-                    registration: Registration.allCases.randomElement(using: &random)!,
-                    capabilities: [.all, .audioSwitching, .placement].randomElement(using: &random)!,
-                    placement: Placement.allCases.randomElement(using: &random), sources: sources,
-                    isStale: Int.random(in: 0..<5, using: &random) == 0)
-                h.engine.restore(view, routedSource: sources.randomElement(using: &random), at: h.now)
-                h.views[view.id] = view
-            } else {
-                let routed = Bool.random(using: &random) ? Self.accessoryIDs.randomElement(using: &random) : nil
-                let report = SourceReport(
-                    sequence: UInt64(step), activity: Activity.allCases.randomElement(using: &random),
-                    routedAccessory: routed)
-                h.engine.restoreSource(report, from: addresses.randomElement(using: &random)!, at: h.now)
+            // Retained states in any order, now and then the same accessory's or source's more than once with different
+            // content (delivered again after another bridge wrote it): the last one wins.
+            for step in 0..<60 {
+                if Bool.random(using: &random) {
+                    let count = Int.random(in: 0...2, using: &random)
+                    let sources = SourcePair(addresses.shuffled(using: &random).prefix(count))
+                    let view = RoutingAccessory(
+                        id: Self.accessoryIDs.randomElement(using: &random)!,
+                        registration: Registration.allCases.randomElement(using: &random)!,
+                        capabilities: [.all, .audioSwitching, .placement].randomElement(using: &random)!,
+                        placement: Placement.allCases.randomElement(using: &random), sources: sources,
+                        isStale: Int.random(in: 0..<5, using: &random) == 0)
+                    h.engine.restore(view, routedSource: sources.randomElement(using: &random), at: h.now)
+                    h.views[view.id] = view
+                } else {
+                    let routed = Bool.random(using: &random) ? Self.accessoryIDs.randomElement(using: &random) : nil
+                    let report = SourceReport(
+                        sequence: UInt64(step), activity: Activity.allCases.randomElement(using: &random),
+                        routedAccessory: routed)
+                    h.engine.restoreSource(report, from: addresses.randomElement(using: &random)!, at: h.now)
+                }
+                check("restore step \(step)")
             }
-            check("restore step \(step)")
-        }
-        h.engine.restoringFinished()
-        check("restoring finished")
-        for id in Self.accessoryIDs where h.views[id] == nil { h.register(id, placement: .offHead) }
-        var inForce: [BluetoothAddress: AccessoryID] = [:]
-        var reportSequence: [BluetoothAddress: UInt64] = [:]
-        for step in 0..<300 {
-            let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
-            Self.apply(event, to: &h, inForce: &inForce, using: &random)
-            check("live step \(step)")
+            h.engine.restoringFinished()
+            check("restoring finished")
+            for id in Self.accessoryIDs where h.views[id] == nil { h.register(id, placement: .offHead) }
+            var inForce: [BluetoothAddress: AccessoryID] = [:]
+            var reportSequence: [BluetoothAddress: UInt64] = [:]
+            for step in 0..<300 {
+                let event = Self.randomEvent(h: h, inForce: inForce, reportSequence: &reportSequence, using: &random)
+                Self.apply(event, to: &h, inForce: &inForce, using: &random)
+                check("live step \(step)")
+            }
         }
     }
 

@@ -60,26 +60,28 @@ import TestSupport
     }
 
     @Test(arguments: 0..<8)
-    func statesAndResultsAreSwiftProtobufsBytes(seed: Int) throws {
-        var random = SeededGenerator(seed: UInt64(seed))
-        for _ in 0..<250 {
-            let state = Self.randomState(using: &random)
-            let encoded = OutboundEncoder.encode(state)
-            let reference: [UInt8] = try Audioaccessory_V1_AccessoryState(state).serializedBytes()
-            #expect(encoded == reference, "\(state)")
+    func statesAndResultsAreSwiftProtobufsBytes(seed: Int) async throws {
+        try await inTheBackground {
+            var random = SeededGenerator(seed: UInt64(seed))
+            for _ in 0..<250 {
+                let state = Self.randomState(using: &random)
+                let encoded = OutboundEncoder.encode(state)
+                let reference: [UInt8] = try Audioaccessory_V1_AccessoryState(state).serializedBytes()
+                #expect(encoded == reference, "\(state)")
 
-            let outcome: RequestResult.Outcome =
-                switch Int.random(in: 0..<3, using: &random) {
-                case 0: .succeeded
-                case 1: .failed(Self.error(&random) ?? .unknown(reason: ""))
-                default: .notKept(Self.text(&random))
-                }
-            let result = RequestResult(
-                requestID: Self.text(&random), sequence: UInt64.random(in: 0...UInt64.max, using: &random),
-                outcome: outcome, duplicate: Bool.random(using: &random),
-                state: Bool.random(using: &random) ? state : nil, epoch: Self.epoch(&random))
-            let resultReference: [UInt8] = try Audioaccessory_V1_RequestResult(result).serializedBytes()
-            #expect(OutboundEncoder.encode(result, state: result.state.map(OutboundEncoder.encode)) == resultReference)
+                let outcome: RequestResult.Outcome =
+                    switch Int.random(in: 0..<3, using: &random) {
+                    case 0: .succeeded
+                    case 1: .failed(Self.error(&random) ?? .unknown(reason: ""))
+                    default: .notKept(Self.text(&random))
+                    }
+                let result = RequestResult(
+                    requestID: Self.text(&random), sequence: UInt64.random(in: 0...UInt64.max, using: &random),
+                    outcome: outcome, duplicate: Bool.random(using: &random),
+                    state: Bool.random(using: &random) ? state : nil, epoch: Self.epoch(&random))
+                let resultReference: [UInt8] = try Audioaccessory_V1_RequestResult(result).serializedBytes()
+                #expect(OutboundEncoder.encode(result, state: result.state.map(OutboundEncoder.encode)) == resultReference)
+            }
         }
     }
 
@@ -100,20 +102,22 @@ import TestSupport
     }
 
     @Test(arguments: 0..<4)
-    func commandsAreSwiftProtobufsBytes(seed: Int) throws {
-        var random = SeededGenerator(seed: UInt64(seed))
-        for _ in 0..<500 {
-            let command = SwitchCommand(
-                id: Self.text(&random), sequence: [0, 1, 128, .max].randomElement(using: &random)!,
-                source: BluetoothAddress(rawValue: UInt64.random(in: 0..<(1 << 48), using: &random))!,
-                accessoryID: AccessoryID(String(repeating: "a", count: Int.random(in: 1...64, using: &random)))!,
-                action: SwitchCommand.Action.allCases.randomElement(using: &random)!,
-                reason: SwitchCommand.Reason.allCases.randomElement(using: &random)!,
-                issuedAt: Timestamp(
-                    unixMilliseconds: [0, -1, 1_763_790_000_123, .max, .min].randomElement(using: &random)!),
-                epoch: Self.epoch(&random))
-            let reference: [UInt8] = try Audioaccessory_V1_SwitchCommand(command).serializedBytes()
-            #expect(OutboundEncoder.encode(command) == reference, "\(command)")
+    func commandsAreSwiftProtobufsBytes(seed: Int) async throws {
+        try await inTheBackground {
+            var random = SeededGenerator(seed: UInt64(seed))
+            for _ in 0..<500 {
+                let command = SwitchCommand(
+                    id: Self.text(&random), sequence: [0, 1, 128, .max].randomElement(using: &random)!,
+                    source: BluetoothAddress(rawValue: UInt64.random(in: 0..<(1 << 48), using: &random))!,
+                    accessoryID: AccessoryID(String(repeating: "a", count: Int.random(in: 1...64, using: &random)))!,
+                    action: SwitchCommand.Action.allCases.randomElement(using: &random)!,
+                    reason: SwitchCommand.Reason.allCases.randomElement(using: &random)!,
+                    issuedAt: Timestamp(
+                        unixMilliseconds: [0, -1, 1_763_790_000_123, .max, .min].randomElement(using: &random)!),
+                    epoch: Self.epoch(&random))
+                let reference: [UInt8] = try Audioaccessory_V1_SwitchCommand(command).serializedBytes()
+                #expect(OutboundEncoder.encode(command) == reference, "\(command)")
+            }
         }
     }
 

@@ -84,42 +84,44 @@ import TestSupport
     }
 
     @Test(arguments: 0..<16)
-    func statisticsAndStatesSurviveARestart(seed: Int) {
-        var random = SeededGenerator(seed: UInt64(seed) &* 0x2545_F491_4F6C_DD1D &+ 3)
-        var life = Life()
-        for step in 0..<400 {
-            life.randomStep(using: &random)
-            Self.check(life.machine, "seed \(seed), before the restart, step \(step)")
-        }
+    func statisticsAndStatesSurviveARestart(seed: Int) async throws {
+        try await inTheBackground {
+            var random = SeededGenerator(seed: UInt64(seed) &* 0x2545_F491_4F6C_DD1D &+ 3)
+            var life = Life()
+            for step in 0..<400 {
+                life.randomStep(using: &random)
+                Self.check(life.machine, "seed \(seed), before the restart, step \(step)")
+            }
 
-        // The restart: the retained states, in any order; now and then one delivered twice, or an older state of the
-        // same accessory before its last.
-        var restarted = Life()
-        restarted.now = life.now
-        restarted.sequences = life.sequences
-        let older = life.published.shuffled(using: &random).prefix(4)
-        var deliveries = (Array(life.retained.values) + older).shuffled(using: &random)
-        // Each accessory's last delivery is its retained state, as the broker's would be.
-        for (id, state) in life.retained where deliveries.last(where: { $0.accessory.id == id }) != state {
-            deliveries.append(state)
-        }
-        for state in deliveries { restarted.machine.restore(state, at: restarted.now) }
-        for (source, report) in life.reports.shuffled(using: &random) {
-            restarted.machine.restoreSource(report, from: source, at: restarted.now)
-        }
-        restarted.machine.restoringFinished()
-        Self.check(restarted.machine, "seed \(seed), restored")
-        for (id, state) in life.retained where state.accessory.registration != .unpaired {
-            #expect(
-                restarted.machine.state(of: id)?.accessory == state.accessory,
-                Comment(rawValue: "seed \(seed): \(id) comes back as it was published"))
-        }
+            // The restart: the retained states, in any order; now and then one delivered twice, or an older state of the
+            // same accessory before its last.
+            var restarted = Life()
+            restarted.now = life.now
+            restarted.sequences = life.sequences
+            let older = life.published.shuffled(using: &random).prefix(4)
+            var deliveries = (Array(life.retained.values) + older).shuffled(using: &random)
+            // Each accessory's last delivery is its retained state, as the broker's would be.
+            for (id, state) in life.retained where deliveries.last(where: { $0.accessory.id == id }) != state {
+                deliveries.append(state)
+            }
+            for state in deliveries { restarted.machine.restore(state, at: restarted.now) }
+            for (source, report) in life.reports.shuffled(using: &random) {
+                restarted.machine.restoreSource(report, from: source, at: restarted.now)
+            }
+            restarted.machine.restoringFinished()
+            Self.check(restarted.machine, "seed \(seed), restored")
+            for (id, state) in life.retained where state.accessory.registration != .unpaired {
+                #expect(
+                    restarted.machine.state(of: id)?.accessory == state.accessory,
+                    Comment(rawValue: "seed \(seed): \(id) comes back as it was published"))
+            }
 
-        restarted.retained = life.retained
-        restarted.reports = life.reports
-        for step in 0..<400 {
-            restarted.randomStep(using: &random)
-            Self.check(restarted.machine, "seed \(seed), after the restart, step \(step)")
+            restarted.retained = life.retained
+            restarted.reports = life.reports
+            for step in 0..<400 {
+                restarted.randomStep(using: &random)
+                Self.check(restarted.machine, "seed \(seed), after the restart, step \(step)")
+            }
         }
     }
 }

@@ -878,20 +878,6 @@ extension SecurityTests {
         var description: String
     }
 
-    /// A throw-away CA, server and client certificates from deploy/mosquitto/make-certs.sh.
-    static func makeCertificates() async throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("make-certs-\(UUID().uuidString).log")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let script = try ChildProcess(
-            executable: deploy.appendingPathComponent("make-certs.sh").path, arguments: [directory.path],
-            outputPath: output.path)
-        guard try await script.exit() == 0 else {
-            throw Failure(description: "make-certs.sh failed: \((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
-        }
-        return directory
-    }
-
     /// Runs deploy/mosquitto/passwords.sh; returns its exit status and output.
     static func runRecipe(_ file: URL, _ arguments: [String]) async throws -> (Int32, String) {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("passwords-\(UUID().uuidString).log")
@@ -946,15 +932,10 @@ extension SecurityTests {
 
         /// Every user of ``SecurityTests/allUsers``, each with a password of its own, and the observer.
         init(access: Access = .roles, requireClientCertificate: Bool = false) async throws {
-            let certificates = try await SecurityTests.makeCertificates()
+            let certificates = try await TestCertificates.make()
             var passwords: [String: String] = [:]
             for user in SecurityTests.allUsers { passwords[user] = "pw-\(UUID().uuidString)" }
-            let listener = """
-                cafile \(certificates.path)/ca.crt
-                certfile \(certificates.path)/server.crt
-                keyfile \(certificates.path)/server.key
-                require_certificate \(requireClientCertificate)
-                """
+            let listener = TestCertificates.listener(certificates, requireClientCertificate: requireClientCertificate)
             switch access {
             case .roles:
                 observer = "admin"

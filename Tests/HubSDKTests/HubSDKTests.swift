@@ -638,13 +638,9 @@ import Glibc
     }
 
     @Test func connectsOverTLSWithTheCAAndNotWithAStrangersCA() async throws {
-        let certificates = try await makeCertificates()
-        let stranger = try await makeCertificates()
-        let broker = try await MosquittoBroker(extraConfig: """
-            cafile \(certificates.path)/ca.crt
-            certfile \(certificates.path)/server.crt
-            keyfile \(certificates.path)/server.key
-            """)
+        let certificates = try await TestCertificates.make()
+        let stranger = try await TestCertificates.make()
+        let broker = try await MosquittoBroker(extraConfig: TestCertificates.listener(certificates))
         let url = "mqtts://localhost:\(broker.port)"
         let trusted = try TestHub("sdk-tls", broker: broker, url: url) {
             _ = audiohub_tls_set($0, certificates.path + "/ca.crt", nil, nil)
@@ -694,14 +690,3 @@ func hubStatus(
     try Audioaccessory_V1_HubStatus(serializedBytes: await retainedPayload(broker, topic, arguments: arguments))
 }
 
-/// A throw-away CA with server and client certificates, from deploy/mosquitto/make-certs.sh.
-func makeCertificates() async throws -> URL {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh")
-    let process = try ChildProcess(executable: script.path, arguments: [directory.path], outputPath: "/dev/null")
-    guard try await process.exit(timeout: .seconds(30)) == 0 else {
-        throw TestFailure("make-certs.sh failed")
-    }
-    return directory
-}

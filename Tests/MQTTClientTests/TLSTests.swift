@@ -5,28 +5,10 @@ import TestSupport
 
 /// TLS against a real mosquitto TLS listener, with certificates from deploy/mosquitto/make-certs.sh.
 @Suite struct TLSTests {
-    /// A throw-away CA, server and client certificates, made by the script docs/running.md gives to people.
-    static func certificates() async throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh")
-        let process = try ChildProcess(executable: script.path, arguments: [directory.path], outputPath: "/dev/null")
-        #expect(try await process.exit() == 0)
-        return directory
-    }
-
-    static func tlsListener(_ certificates: URL, requireClientCertificate: Bool = false) -> String {
-        """
-        cafile \(certificates.path)/ca.crt
-        certfile \(certificates.path)/server.crt
-        keyfile \(certificates.path)/server.key
-        require_certificate \(requireClientCertificate)
-        """
-    }
-
     @Test func publishesAndReceivesOverTLSWithAPassword() async throws {
-        let certificates = try await Self.certificates()
-        let broker = try await MosquittoBroker(users: ["bridge": "s3cret"], extraConfig: Self.tlsListener(certificates))
+        let certificates = try await TestCertificates.make()
+        let broker = try await MosquittoBroker(
+            users: ["bridge": "s3cret"], extraConfig: TestCertificates.listener(certificates))
         let client = try TestClient(broker) {
             $0.host = "localhost"
             $0.tls = .init(caFile: certificates.path + "/ca.crt")
@@ -41,9 +23,9 @@ import TestSupport
     }
 
     @Test func aClientCertificateIsPresentedWhenRequired() async throws {
-        let certificates = try await Self.certificates()
+        let certificates = try await TestCertificates.make()
         let broker = try await MosquittoBroker(
-            extraConfig: Self.tlsListener(certificates, requireClientCertificate: true))
+            extraConfig: TestCertificates.listener(certificates, requireClientCertificate: true))
         let client = try TestClient(broker) {
             $0.host = "localhost"
             $0.tls = .init(
@@ -55,9 +37,9 @@ import TestSupport
     }
 
     @Test func aBrokerSignedByAnotherCAIsNotTrusted() async throws {
-        let certificates = try await Self.certificates()
-        let stranger = try await Self.certificates()
-        let broker = try await MosquittoBroker(extraConfig: Self.tlsListener(certificates))
+        let certificates = try await TestCertificates.make()
+        let stranger = try await TestCertificates.make()
+        let broker = try await MosquittoBroker(extraConfig: TestCertificates.listener(certificates))
         let client = try TestClient(broker) {
             $0.host = "localhost"
             $0.tls = .init(caFile: stranger.path + "/ca.crt")
@@ -73,8 +55,8 @@ import TestSupport
     }
 
     @Test func aPlainClientCannotTalkToATLSListener() async throws {
-        let certificates = try await Self.certificates()
-        let broker = try await MosquittoBroker(extraConfig: Self.tlsListener(certificates))
+        let certificates = try await TestCertificates.make()
+        let broker = try await MosquittoBroker(extraConfig: TestCertificates.listener(certificates))
         let client = try TestClient(broker)
         let offset = broker.logLength
         try client.start()
