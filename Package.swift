@@ -212,7 +212,7 @@ let package = Package(
         .testTarget(name: "AccessoryModelTests", dependencies: ["AccessoryModel", "TestSupport"]),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "AccessoryModel", "TestSupport"]),
         .testTarget(name: "HomeAutomationTests", dependencies: ["HomeAutomation", "AccessoryModel", "AccessoryWire"]),
-        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "AccessoryModel"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "AccessoryModel", "TestSupport"]),
         // The cluster end to end: etcd, mosquitto, bridges as processes, hub-sim; `make test` runs it after the others.
         .testTarget(
             name: "ClusterIntegrationTests",
