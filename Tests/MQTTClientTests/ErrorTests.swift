@@ -92,7 +92,7 @@ private func dynamicSecurity(allowingSubscriptionsTo filter: String) throws -> S
             "mosquitto_dynamic_security.so not found (looked in \(candidates)): run `make test`, which installs mosquitto"
         )
     }
-    let configuration = FileManager.default.temporaryDirectory.appendingPathComponent("dynsec-\(UUID().uuidString).json")
+    let configuration = TemporaryFiles.path("dynsec", suffix: ".json")
     try """
     {
       "defaultACLAccess": {"publishClientSend": true, "publishClientReceive": true, "subscribe": false, "unsubscribe": true},

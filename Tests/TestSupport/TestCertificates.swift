@@ -1,30 +1,15 @@
 import Foundation
-import Synchronization
 
 /// Throw-away TLS material for the tests: a CA with server and client certificates (`ca.crt`, `server.crt`,
 /// `server.key`, `client.crt`, `client.key`) made by deploy/mosquitto/make-certs.sh, the script docs/running.md gives
 /// people.
 ///
-/// Each set is a directory of its own under the temporary directory, removed when the test process exits (a broker or
-/// a client may read the files for as long as it runs; KEEP_BROKER_FILES=1 keeps them, as it keeps the brokers').
+/// Each set is a directory of its own under the temporary directory, removed when the test process exits
+/// (``TemporaryFiles``).
 public enum TestCertificates {
-    private static let made = Mutex<[URL]>([])
-
-    private static let removesAtExit: Bool = {
-        atexit {
-            guard ProcessInfo.processInfo.environment["KEEP_BROKER_FILES"] == nil else { return }
-            for directory in TestCertificates.made.withLock({ $0 }) {
-                try? FileManager.default.removeItem(at: directory)
-            }
-        }
-        return true
-    }()
-
     /// A new set; its directory.
     public static func make() async throws -> URL {
-        _ = removesAtExit
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)")
-        made.withLock { $0.append(directory) }
+        let directory = TemporaryFiles.path("certs")
         let output = directory.appendingPathExtension("log")
         defer { try? FileManager.default.removeItem(at: output) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
