@@ -201,7 +201,7 @@ extension ClusterService {
                     service.logger.info("a member left", metadata: ["member": "\(name)"])
                     return machine.memberLeft(name, at: now)
                 case .slot(let slot)?:
-                    return machine.slotReleased(slot, at: now)
+                    return machine.slotReleased(slot, revision: revision, at: now)
                 case .shared(let device)?:
                     tell(directory.listersChanged(device, to: nil, at: revision))
                     return []

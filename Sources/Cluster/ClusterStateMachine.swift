@@ -153,6 +153,9 @@ public struct ClusterStateMachine: Sendable {
     private var owners: [String]
     /// Who holds each claimed slot, as etcd says.
     public private(set) var claims: [Int: Claim] = [:]
+    /// The revision at which each slot's claim was last seen deleted. A claim's refusal and the watch reach the
+    /// member apart: a refusal that names a claim older than that delete was true before it, and is out of date.
+    private var releasedAt: [Int: UInt64] = [:]
     /// The slots this member claims, starts, serves or releases.
     public private(set) var holdings: [Int: Holding] = [:]
 
@@ -288,8 +291,10 @@ public struct ClusterStateMachine: Sendable {
         return reconcile()
     }
 
-    public mutating func slotReleased(_ slot: Int, at now: Instant) -> [Action] {
+    /// `slot`'s claim was deleted, at `revision`.
+    public mutating func slotReleased(_ slot: Int, revision: UInt64, at now: Instant) -> [Action] {
         claims[slot] = nil
+        releasedAt[slot] = max(releasedAt[slot] ?? 0, revision)
         return reconcile()
     }
 
@@ -313,7 +318,8 @@ public struct ClusterStateMachine: Sendable {
     /// Another claim holds `slot`.
     public mutating func claimRefused(_ slot: Int, holder: String, epoch: UInt64, at now: Instant) -> [Action] {
         if holdings[slot] == .claiming { holdings[slot] = nil }
-        claims[slot] = Claim(holder: holder, epoch: epoch)
+        // Unless the watch said that claim was deleted since: then the slot is free, and no later change would say so.
+        if (releasedAt[slot] ?? 0) <= epoch { claims[slot] = Claim(holder: holder, epoch: epoch) }
         return reconcile()
     }
 
