@@ -41,21 +41,31 @@ public enum StallWatch {
             let sent = ContinuousClock.now
             Task.detached { probe.ran.store(true, ordering: .relaxed) }
             var dumped: String?
+            // gdb stops the whole process while it reads the stacks: the time it runs is not counted as the pool's.
+            var held = Duration.zero
             while !probe.ran.load(ordering: .relaxed) {
                 usleep(50_000)
                 if dumped == nil, dumps < 3, ContinuousClock.now - sent >= threshold {
                     dumps += 1
+                    let attached = ContinuousClock.now
                     dumped = dump(number: dumps, into: directory)
+                    held = ContinuousClock.now - attached
                 }
             }
             let waited = ContinuousClock.now - sent
             if waited >= threshold {
                 let where_ = dumped.map { ", stacks in \($0)" } ?? ""
-                FileHandle.standardError.write(
-                    Data("StallWatch: Swift's cooperative pool started nothing for \(waited)\(where_)\n".utf8))
+                let line = "StallWatch: Swift's cooperative pool started nothing for \(text(waited - held))"
+                    + " (and \(text(held)) while gdb ran, which stops the process to read its stacks)\(where_)\n"
+                FileHandle.standardError.write(Data(line.utf8))
             }
             usleep(500_000)
         }
+    }
+
+    private static func text(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%.1f s", Double(seconds) + Double(attoseconds) / 1e18)
     }
 
     /// Every thread's stack by gdb, attached for a moment; the file's path.
