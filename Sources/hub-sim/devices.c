@@ -168,16 +168,21 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
                 sim->older_epoch_commands++;
             }
         } else {
+            uint64_t previous_epoch = device->last_command_epoch;
+            uint64_t previous_sequence = device->last_command_sequence;
             device->last_command_epoch = command.epoch;
             device->last_command_sequence = command.sequence;
             sim->commands++;
             if (command.action == device->last_action && strcmp(command.accessory_id, device->last_accessory) == 0) {
                 sim->repeated_commands++;
                 if (sim->repeated_example[0] == '\0') {
+                    /* Both commands' (epoch, sequence): a new owner's (a takeover, a shared device claimed back) or
+                     * the same one's. */
                     snprintf(sim->repeated_example, sizeof sim->repeated_example,
-                             "device %s got action %d for %s twice in a row (reasons %d then %d, sequence %" PRIu64
-                             ")", device->hex, command.action, command.accessory_id, device->last_reason,
-                             command.reason, command.sequence);
+                             "device %s got action %d for %s twice in a row (reasons %d then %d, (epoch, sequence) "
+                             "(%" PRIu64 ", %" PRIu64 ") then (%" PRIu64 ", %" PRIu64 "))",
+                             device->hex, command.action, command.accessory_id, device->last_reason, command.reason,
+                             previous_epoch, previous_sequence, command.epoch, command.sequence);
                 }
             }
             device->last_action = command.action;
