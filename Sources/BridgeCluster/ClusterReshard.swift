@@ -291,8 +291,7 @@ public enum ClusterReshard {
             guard let (slot, rest) = slotAndRest(of: topic, under: root) else {
                 // A Home Assistant config (the only messages outside `R/slots/`), `…/{node}/{object}/config`: handed
                 // over or removed below, once every accessory's hub is known.
-                let levels = topic.split(separator: "/")
-                if levels.count >= 3, let slot = slotOfNode[String(levels[levels.count - 3])],
+                if let slot = HomeAssistantDiscovery.node(ofConfigTopic: topic).flatMap({ slotOfNode[$0] }),
                     let device = discoveries[slot].device(ofConfigTopic: topic)
                 {
                     configs.append((topic, slot, device))

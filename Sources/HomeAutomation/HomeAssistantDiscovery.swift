@@ -92,6 +92,13 @@ public struct HomeAssistantDiscovery: Sendable {
     public func configTopic(of hub: HubID) -> String { configTopic(hubID(hub)) }
     /// What the start-up reads back: every config of one bridge's form, or only a slot's own.
     public var configFilter: String { "\(configTopicHead)+/config" }
+    /// The node level of a config topic of a cluster's slot's form, `{prefix}/device/{node}/{object}/config` (a
+    /// slot's ``node``); `nil` for a topic of another form.
+    public static func node(ofConfigTopic topic: String) -> String? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count >= 5, levels[levels.count - 4] == "device", levels.last == "config" else { return nil }
+        return String(levels[levels.count - 3])
+    }
 
     /// Home Assistant's "discovery migration": published on a config's topic, it unloads the device's entities but
     /// keeps them in Home Assistant's registries, and the config then published under another topic with the same

@@ -87,6 +87,11 @@ import Testing
         #expect(one.device(ofConfigTopic: published[1].topic) == .hub(HubID("hub-1")!))
         #expect(one.device(ofConfigTopic: one.configTopic(one.bridgeID)) == .bridge)
         #expect(one.device(ofConfigTopic: seven.configTopic(of: device.id)) == nil)
+        // Which slot's a config topic is: its node level, the reshard's key to the slot.
+        #expect(HomeAssistantDiscovery.node(ofConfigTopic: seven.configTopic(of: device.id)) == seven.node)
+        #expect(seven.node == "aab_audio_slots_7")
+        #expect(HomeAssistantDiscovery.node(ofConfigTopic: "homeassistant/device/aab_audio_headphones/config") == nil)
+        #expect(HomeAssistantDiscovery.node(ofConfigTopic: "homeassistant/status") == nil)
         // One bridge keeps the form without a node, and does not take a slot's configs for its own.
         var single = Machine(root: .default, homeAssistantPrefix: "homeassistant")
         #expect(single.configFilter == "homeassistant/device/+/config")

@@ -10,15 +10,10 @@ public enum TestCertificates {
     /// A new set; its directory.
     public static func make() async throws -> URL {
         let directory = TemporaryFiles.path("certs")
-        let output = directory.appendingPathExtension("log")
-        defer { try? FileManager.default.removeItem(at: output) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh")
-        let process = try ChildProcess(executable: script.path, arguments: [directory.path], outputPath: output.path)
-        guard try await process.exit(timeout: .seconds(30)) == 0 else {
-            let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-            throw MosquittoBrokerError("make-certs.sh failed: \(text)")
-        }
+        try await MosquittoBroker.run(
+            script.path, [directory.path], outputIn: FileManager.default.temporaryDirectory)
         return directory
     }
 
