@@ -148,10 +148,17 @@ import Testing
         let view = try Self.json(Self.last(Self.view, in: on))
         #expect(view["head_tracking"] as? String == "ON")
         #expect(view["head_tracking_host"] as? String == "12:34:56:78:9A:BC")
+        // The person turns head tracking off on the phone: the view says so, with the session still there.
+        source(Self.phone, .media, headTracking: false)
+        let off = recorder.take()
+        let switchedOff = try Self.json(Self.last(Self.view, in: off))
+        #expect(switchedOff["head_tracking"] as? String == "OFF")
+        #expect(switchedOff["head_tracking_host"] as? String == "12:34:56:78:9A:BC")
         telemetry(.placement(.offHead), sequence: 5)
-        let events = try (on + recorder.take()).filter { $0.topic == "audio/accessories/headphones/events" }.map(Self.json)
+        let events = try (on + off + recorder.take()).filter { $0.topic == "audio/accessories/headphones/events" }
+            .map(Self.json)
         #expect(events.compactMap { $0["event_type"] as? String }.filter { $0.hasPrefix("head_tracking") }
-            == ["head_tracking_activated", "head_tracking_invalidated"])
+            == ["head_tracking_activated", "head_tracking_state_changed", "head_tracking_invalidated"])
         #expect(events.last?["reason"] as? String == "taken_off")
     }
 

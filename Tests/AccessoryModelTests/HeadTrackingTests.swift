@@ -84,8 +84,10 @@ import Testing
         streaming()
         h.source(phone, .media, headTracking: false)
         #expect(news == [News(.stateChanged, phone, active: false, .switchChanged)])
+        #expect(h.last.rerouted == [headphones], "its state and view show the setting")
         h.source(phone, .media, headTracking: false)
         #expect(news.isEmpty, "told once")
+        #expect(h.last.rerouted.isEmpty)
         h.source(phone, .media, headTracking: true)
         #expect(news == [News(.stateChanged, phone, active: true, .switchChanged)])
     }
@@ -133,6 +135,18 @@ import Testing
         let output = gone.reconcileHeadTracking(at: h.now)
         #expect(output.headTracking.map(News.init) == [News(.invalidated, phone, .unrouted)])
         #expect(output.headTracking.first?.session.order.epoch == 8, "the new owner's news")
+
+        // The host turned head tracking off after the retained state was written (the bridge stopped between the
+        // two): the session is kept, with its id, and hears of the setting.
+        var behind = RoutingEngine(instanceID: "after", epoch: 8)
+        behind.restore(view, routedSource: phone, headTracking: session, at: h.now)
+        behind.restoreSource(SourceReport(activity: .media, headTracking: false), from: phone, at: h.now)
+        behind.restoringFinished()
+        let told = behind.reconcileHeadTracking(at: h.now)
+        #expect(told.headTracking.map(News.init) == [News(.stateChanged, phone, active: false, .switchChanged)])
+        #expect(told.rerouted == [headphones], "its state and view show the setting")
+        #expect(behind.headTrackingSession(of: headphones)?.id == session.id)
+        #expect(behind.headTrackingSession(of: headphones)?.isHeadTrackingActive == false)
     }
 
     @Test mutating func aShutdownEndsEverySession() {

@@ -44,6 +44,16 @@ extension RoutingEngine {
         }
     }
 
+    /// Rule 13 after playing device `host` reported its Head Tracking setting: the sessions it hosts hear of a
+    /// change, and their accessories' states show it.
+    mutating func hostReported(
+        _ host: BluetoothAddress, headTracking on: Bool, at now: Timestamp, into output: inout RoutingOutput
+    ) {
+        for event in headTracking.hostReported(host, headTracking: on, at: now) {
+            note([event], of: event.session.accessory, into: &output)
+        }
+    }
+
     private func note(_ events: [HeadTrackingEvent], of id: AccessoryID, into output: inout RoutingOutput) {
         guard !events.isEmpty else { return }
         output.headTracking += events

@@ -291,7 +291,7 @@ public struct RoutingEngine: Sendable {
         }
         pruneSource(address)
         releaseUnrouted(into: &output)
-        output.headTracking += headTracking.hostReported(address, headTracking: report.headTracking, at: now)
+        hostReported(address, headTracking: report.headTracking, at: now, into: &output)
         headTrackingChanged(at: now, into: &output)
         output.nextDeadline = nextDeadline
         return output

@@ -49,6 +49,12 @@ struct HeadTrackingStateMachine: Sendable {
         _ accessory: AccessoryID, host: BluetoothAddress?, otherwise reason: HeadTrackingEvent.Reason, at now: Timestamp
     ) -> [HeadTrackingEvent] {
         let current = sessions[accessory]
+        if let current, let host, current.host == host {
+            // A session taken back from a state older than its host's setting (a restart between the two) hears of
+            // it now; otherwise nothing changed.
+            let on = switchedOn.contains(host)
+            return current.isHeadTrackingActive == on ? [] : [changeState(of: current, to: on, at: now)]
+        }
         guard current?.host != host else { return [] }
         var events: [HeadTrackingEvent] = []
         if let current {
@@ -73,11 +79,8 @@ struct HeadTrackingStateMachine: Sendable {
         if on { switchedOn.insert(host) } else { switchedOn.remove(host) }
         guard !sessions.isEmpty else { return [] }
         var events: [HeadTrackingEvent] = []
-        for (accessory, var session) in sessions.sorted(by: { $0.key < $1.key }) where session.host == host {
-            session.isHeadTrackingActive = on
-            session.order = next()
-            sessions[accessory] = session
-            events.append(HeadTrackingEvent(.stateChanged, session, reason: .switchChanged, at: now))
+        for (_, session) in sessions.sorted(by: { $0.key < $1.key }) where session.host == host {
+            events.append(changeState(of: session, to: on, at: now))
         }
         return events
     }
@@ -103,6 +106,17 @@ struct HeadTrackingStateMachine: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// `session`'s host's setting is now `on`: the session hears of it as a change of state.
+    private mutating func changeState(of session: HeadTrackingSession, to on: Bool, at now: Timestamp)
+        -> HeadTrackingEvent
+    {
+        var changed = session
+        changed.isHeadTrackingActive = on
+        changed.order = next()
+        sessions[session.accessory] = changed
+        return HeadTrackingEvent(.stateChanged, changed, reason: .switchChanged, at: now)
+    }
 
     private mutating func invalidate(
         _ session: HeadTrackingSession, reason: HeadTrackingEvent.Reason, at now: Timestamp
