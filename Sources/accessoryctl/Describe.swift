@@ -104,8 +104,16 @@ enum Describe {
             configuration.devicePlacement.map(\.description) ?? "no placement",
             "sources \(SourcePair(configuration.audioSources))",
             "routed " + (state.routedSource?.description ?? "none"),
-            "seq \(accessory.lastSequence)",
         ]
+        // iOS 27's half, where the accessory has it.
+        if let description = configuration.spatialExtensionDescription {
+            parts.append("spatial extension \(AudioComponentArgument.written(description))")
+        }
+        if let session = state.headTracking {
+            parts.append(
+                "head tracking session on \(session.host), head tracking \(session.isHeadTrackingActive ? "on" : "off")")
+        }
+        parts.append("seq \(accessory.lastSequence)")
         if accessory.isStale { parts.append("STALE") }
         parts += accessory.diagnostics.map { "⚠ \($0)" }
         return parts.joined(separator: ", ")

@@ -13,7 +13,7 @@ struct Pair: AsyncParsableCommand {
     @Option(help: "The accessory's model.") var model = ""
     @Option(
         help: "What the hardware can do, separated by commas: audioSwitching, placement, audioSpatialization, headTracking.")
-    var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+    var capabilities = CapabilitiesArgument([.audioSwitching, .placement])
 
     func run() async throws {
         try await hub.run { hub throws(AccessoryControlError) in
@@ -47,7 +47,7 @@ struct Register: AsyncParsableCommand {
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
     @Option(
         help: "The capabilities to register, separated by commas: audioSwitching, placement, audioSpatialization, headTracking.")
-    var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+    var capabilities = CapabilitiesArgument([.audioSwitching, .placement])
     @Option(
         help: "The spatial audio rendering extension (with audioSpatialization), in hex: type:subtype:manufacturer[:flags:mask], such as aaf:c0f:b05e.")
     var spatialExtension: AudioComponentArgument?
@@ -108,7 +108,7 @@ struct Update: AsyncParsableCommand {
 
     @OptionGroup var hub: HubOptions
     @Argument(help: "The accessory id.") var accessory: AccessoryArgument
-    @Option(help: "The registered capabilities.") var capabilities = CapabilitiesArgument(argument: "audioSwitching,placement")!
+    @Option(help: "The registered capabilities.") var capabilities = CapabilitiesArgument([.audioSwitching, .placement])
     @Option(help: "inEar, onHead, overTheEar, offHead, or none.") var placement = PlacementArgument(argument: "none")!
     @Option(help: "The primary source's Bluetooth address.") var primary: AddressArgument?
     @Option(help: "The secondary source's Bluetooth address.") var secondary: AddressArgument?

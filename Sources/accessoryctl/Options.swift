@@ -221,10 +221,15 @@ struct CapabilitiesArgument: ExpressibleByArgument {
         }
         self.capabilities = capabilities
     }
-    static var defaultValueDescription: String { "audioSwitching,placement" }
+    init(_ capabilities: Capabilities) {
+        self.capabilities = capabilities
+    }
+    /// How `--help` shows a default: as it is written on the command line.
+    var defaultValueDescription: String {
+        Capabilities.known.filter { capabilities.contains($0.capability) }.map(\.name).joined(separator: ",")
+    }
 }
 
-/// `on` or `off`: the person's Head Tracking setting on a playing device.
 /// `--slots`: a count, or `bridge` (read from the bridge's layout).
 enum SlotsArgument: ExpressibleByArgument {
     case count(ClusterSlots)
@@ -262,6 +267,15 @@ struct AudioComponentArgument: ExpressibleByArgument {
             componentType: values[0], componentSubType: values[1], componentManufacturer: values[2],
             componentFlags: values.count == 5 ? values[3] : 0, componentFlagsMask: values.count == 5 ? values[4] : 0)
     }
+
+    /// `description` as the argument writes it (`aaf:c0f:b05e`, with `:flags:mask` when either is set).
+    static func written(_ description: AudioComponentDescription) -> String {
+        var fields = [description.componentType, description.componentSubType, description.componentManufacturer]
+        if description.componentFlags != 0 || description.componentFlagsMask != 0 {
+            fields += [description.componentFlags, description.componentFlagsMask]
+        }
+        return fields.map { String($0, radix: 16) }.joined(separator: ":")
+    }
 }
 
 /// `inEar`, `onHead`, `overTheEar`, `offHead`, or `none`.
@@ -276,6 +290,8 @@ struct PlacementArgument: ExpressibleByArgument {
         else { return nil }
         self.placement = placement
     }
+    /// How `--help` shows a default: as it is written on the command line.
+    var defaultValueDescription: String { placement.map { String("\($0)".dropFirst()) } ?? "none" }
 }
 
 /// Prints `error: <message>` on standard error; throw what it returns to end the command with status 1.

@@ -302,6 +302,11 @@ import Darwin
         try await waitUntil("the host prints the change") {
             printed().contains("session hub-1/headphones state_changed") && printed().contains("head tracking off (switchChanged)")
         }
+        // current(for:) with iOS 27's half: the extension as it was typed, and the session the state retains.
+        let retained = "spatial extension aaf:c0f:b05e, head tracking session on 12:34:56:78:9A:BC, head tracking off, "
+        try await waitUntil("the retained state has the switch off") {
+            try await accessoryctl("state", "headphones").1.contains(retained)
+        }
         host.signal(SIGTERM)
         #expect(try await host.exit(timeout: .seconds(10)) == 0)
         let line = try #require(printed().split(separator: "\n").first { $0.hasPrefix("frames  headphones") })

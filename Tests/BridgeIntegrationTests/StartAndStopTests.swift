@@ -44,6 +44,35 @@ import Glibc
 
     // MARK: accessoryctl
 
+    /// Every subcommand's `--help` (and the bridge's) shows each default as one would type it: an argument type that
+    /// does not say how it is written shows its Swift value instead (`CapabilitiesArgument(capabilities: […])`).
+    @Test func everyHelpShowsItsDefaultsAsTheyAreTyped() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let overview = try await Self.run("accessoryctl", ["--help"], in: directory)
+        #expect(overview.status == 0)
+        // The SUBCOMMANDS section: a name at the start of each entry, indented by two spaces.
+        let subcommands = overview.output.components(separatedBy: "SUBCOMMANDS:").last?
+            .split(separator: "\n")
+            .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+            .compactMap { $0.split(separator: " ").first.map(String.init) }
+            .filter { $0 != "See" } ?? []
+        #expect(subcommands.count >= 15, "\(overview.output)")
+        var helps = [(name: "accessory-bridge", output: try await Self.run("accessory-bridge", ["--help"], in: directory).output)]
+        for subcommand in subcommands {
+            helps.append(("accessoryctl \(subcommand)", try await Self.run("accessoryctl", [subcommand, "--help"], in: directory).output))
+        }
+        for help in helps {
+            // ArgumentParser wraps a long default over lines: read the text as one line.
+            let text = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            let defaults = text.components(separatedBy: "(default: ").dropFirst()
+                .map { $0.prefix { $0 != ")" } }
+            for value in defaults {
+                #expect(!value.contains("("), "\(help.name) shows a default as a Swift value: \(value)")
+            }
+        }
+    }
+
     /// Its output goes out line by line into a file (or a pipe), and a stop signal ends it with status 0 and what
     /// it printed kept, as mosquitto_sub does.
     @Test(arguments: [SIGINT, SIGTERM])
