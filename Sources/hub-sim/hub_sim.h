@@ -169,6 +169,7 @@ struct sim {
     uint64_t commands;
     uint64_t command_redeliveries;
     uint64_t older_epoch_commands; /* commands of an older owner, dropped (counted in command_redeliveries too) */
+    uint64_t unreadable_commands;  /* messages on a device's command topic that are not a protobuf SwitchCommand */
     uint64_t fences_answered; /* answers to the devices' fence (see fence_commands) */
     char (*fence_hubs)[AUDIOHUB_ID_MAX + 1]; /* per slot (one without --slots): a hub id of that slot for the fence */
     long slots;        /* the slot count of the fence and --verify: --slots, or the layout the first hub read */
@@ -292,6 +293,9 @@ void sort_latencies(double *values, size_t count);
 double quantile(const double *sorted, size_t count, double q);
 /* A phase's summary (sorts its latencies). */
 struct summary summarize(struct phase_stats *stats, uint64_t lost, double offered);
+/* What the run could not read, which makes it measure nothing: commands, and head-tracking news and frames (the hosts'
+ * and the hubs'). hub-sim reads protobuf, which a bridge run with --payload-format json does not send. */
+uint64_t count_unreadable(struct sim *sim, const struct ht_summary *ht);
 /* The summary, as text or (--json) one JSON line; mismatches -1: not verified; ht NULL without --head-tracking. */
 void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text,
                    const struct ht_summary *ht);

@@ -264,7 +264,7 @@ int main(int argc, char **argv)
         stop_head_tracking(&sim, &head_tracking);
         print_summary(&sim, &summary, mismatches, mismatch_text, sim.ht != NULL ? &head_tracking : NULL);
         status = (fenced && summary.lost == 0 && summary.errors == 0 && mismatches <= 0 && sim.excess_commands == 0 &&
-                  violations == 0)
+                  violations == 0 && count_unreadable(&sim, sim.ht != NULL ? &head_tracking : NULL) == 0)
                      ? 0 : 1;
     }
 

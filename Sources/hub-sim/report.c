@@ -104,9 +104,24 @@ static void print_head_tracking(const struct ht_summary *ht, bool json)
     }
 }
 
+uint64_t count_unreadable(struct sim *sim, const struct ht_summary *ht)
+{
+    uint64_t unreadable = ht != NULL ? ht->malformed : 0;
+    for (long h = 0; sim->hubs != NULL && h < sim->opt.hubs; h++) {
+        struct audiohub_stats stats;
+        audiohub_stats_get(sim->hubs[h], &stats, sizeof stats);
+        unreadable += stats.head_tracking_malformed;
+    }
+    pthread_mutex_lock(&sim->mutex);
+    unreadable += sim->unreadable_commands;
+    pthread_mutex_unlock(&sim->mutex);
+    return unreadable;
+}
+
 void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text,
                    const struct ht_summary *ht)
 {
+    uint64_t unreadable = count_unreadable(sim, ht);
     struct audiohub_stats total = {0};
     for (long h = 0; h < sim->opt.hubs; h++) {
         struct audiohub_stats stats;
@@ -124,11 +139,11 @@ void print_summary(struct sim *sim, const struct summary *s, long mismatches, co
                ",\"max_ms\":%.3f,\"throughput\":%.1f,\"resends\":%" PRIu64 ",\"connections\":%" PRIu64
                ",\"rebirths\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"stray_results\":%" PRIu64
                ",\"commands\":%" PRIu64 ",\"excess_commands\":%" PRIu64 ",\"repeated_commands\":%" PRIu64
-               ",\"source_reports\":%" PRIu64 ",\"older_epoch_commands\":%" PRIu64,
+               ",\"source_reports\":%" PRIu64 ",\"older_epoch_commands\":%" PRIu64 ",\"unreadable\":%" PRIu64,
                sim->opt.hubs, sim->opt.accessories, s->offered, s->seconds, s->sent, s->results, s->lost,
                s->duplicated, s->retried, s->errors, s->refused, s->p50, s->p90, s->p99, s->max, s->throughput,
                total.resends, total.connections, total.rebirths, total.resyncs, total.stray_results, sim->commands,
-               sim->excess_commands, sim->repeated_commands, sim->source_reports, sim->older_epoch_commands);
+               sim->excess_commands, sim->repeated_commands, sim->source_reports, sim->older_epoch_commands, unreadable);
         if (mismatches >= 0) {
             printf(",\"state_mismatches\":%ld", mismatches);
         }
@@ -172,6 +187,12 @@ void print_summary(struct sim *sim, const struct summary *s, long mismatches, co
     }
     if (sim->excess_commands > 0) {
         fprintf(stderr, "hub-sim: a change applied twice: %s\n", sim->excess_example);
+    }
+    if (unreadable > 0) {
+        fprintf(stderr,
+                "hub-sim: %" PRIu64 " commands, head-tracking news or frames could not be read: hub-sim reads "
+                "protobuf, and a bridge run with --payload-format json sends its commands and news in JSON\n",
+                unreadable);
     }
     if (sim->repeated_commands > 0 && !sim->opt.quiet) {
         fprintf(stderr, "hub-sim: %s\n", sim->repeated_example);

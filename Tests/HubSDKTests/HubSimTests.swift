@@ -201,6 +201,24 @@ import Glibc
             + "rendered, p50 \(summary.frame_p50_ms ?? 0) ms, p99 \(summary.frame_p99_ms ?? 0) ms")
     }
 
+    /// A bridge run with `--payload-format json` sends commands and session news in JSON, which hub-sim (and the C
+    /// SDK's hubs) cannot read: the run says so and fails, rather than measuring nothing without a word.
+    @Test func aRunThatCannotReadTheBridgeSaysSoAndFails() async throws {
+        let fixture = try await BridgeFixture(bridgeArguments: ["--payload-format", "json"])
+        let (simulator, output) = try Self.run(fixture, [
+            "--accessories", "4", "--devices", "8", "--scenario", "sources", "--seconds", "3", "--rate", "2",
+            "--head-tracking", "100", "--prefix", "unread",
+        ], log: "json-bridge")
+        let code = try await simulator.exit()
+        let log = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
+        #expect(code == 1, "\(log.suffix(2000))")
+        #expect(log.contains("could not be read: hub-sim reads protobuf"), "\(log.suffix(2000))")
+        let text = try String(contentsOf: output, encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").last)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect((json["unreadable"] as? Int ?? 0) > 0, "\(line)")
+    }
+
     @Test func anSVGChartIsDrawnFromARateSweep() async throws {
         let fixture = try await BridgeFixture()
         let chart = fixture.broker.directory.appendingPathComponent("latency.svg")
