@@ -149,8 +149,8 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
     }
     struct wire_command command;
     if (!wire_unpack_command(message->payload, (size_t)message->payloadlen, &command)) {
-        /* Counted on a device's command topic only: the subscriptions' wildcards also bring what another run's
-         * devices (other addresses) are sent, such as an ended session's news, which is nobody's business here. */
+        /* Counted on a device's command topic only: what else reaches here is a session's news or a frame that the
+         * hosts did not take (it came before they started, after an earlier run on the same bridge), not a command. */
         pthread_mutex_lock(&sim->mutex);
         if (device_for_topic(sim, message->topic) != NULL) {
             sim->unreadable_commands++;
