@@ -56,6 +56,8 @@
 #     `{{ value_json.x }}` renders "None", which the sensor shows as unknown. select: a value outside `options` is
 #     an ERROR in the log, previous state kept. The frontend shows enum values verbatim (on_head).
 #   - An empty retained config removes the device and all its entities.
+#   - event: an event type not in `event_types` is a WARNING for every such event; a payload its value_template renders
+#     empty is ignored (a DEBUG line), which is how two event entities share one topic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/broker.sh    # port_is_free

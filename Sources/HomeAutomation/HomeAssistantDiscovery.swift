@@ -151,6 +151,14 @@ public struct HomeAssistantDiscovery: Sendable {
         options.merging(["p": platform, "unique_id": "\(device)_\(name)", "qos": 1]) { $1 }
     }
 
+    /// The template of an event entity of an accessory's events topic, which carries its switch events and its
+    /// head-tracking events: the other kind's payloads render empty, which Home Assistant ignores (an event type not
+    /// in the entity's list would be a warning in its log for every event).
+    static func events(headTracking: Bool) -> String {
+        let theirs = "value_json.event_type.startswith('\(HomeAutomationJSON.headTrackingEventPrefix)')"
+        return headTracking ? "{{ value if \(theirs) else '' }}" : "{{ '' if \(theirs) else value }}"
+    }
+
     /// An accessory's device and its components, from what it shows alone.
     func accessoryConfig(_ accessory: AccessoryDevice) -> [String: Any] {
         let id = accessoryID(accessory.id)
@@ -191,7 +199,7 @@ public struct HomeAssistantDiscovery: Sendable {
             ]),
             component("switch_event", "event", [
                 "name": "Switch event", "state_topic": events, "event_types": HomeAutomationJSON.actions,
-                "icon": "mdi:swap-horizontal-circle",
+                "icon": "mdi:swap-horizontal-circle", "value_template": Self.events(headTracking: false),
             ]),
             component("problem", "binary_sensor", [
                 "name": "Problem", "device_class": "problem", "entity_category": "diagnostic",
@@ -211,6 +219,7 @@ public struct HomeAssistantDiscovery: Sendable {
                 component("head_tracking_event", "event", [
                     "name": "Head tracking event", "state_topic": events,
                     "event_types": HomeAutomationJSON.headTrackingEventTypes, "icon": "mdi:head-sync",
+                    "value_template": Self.events(headTracking: true),
                 ]))
         }
         // Device triggers, for automations such as "when the headphones take over, dim the lights".

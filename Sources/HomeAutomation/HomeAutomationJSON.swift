@@ -60,8 +60,12 @@ enum HomeAutomationJSON {
     }
 
     static func headTrackingEventType(_ kind: HeadTrackingEvent.Kind) -> String {
-        "head_tracking_" + kind.rawValue
+        headTrackingEventPrefix + kind.rawValue
     }
+
+    /// What every head-tracking event type starts with, and no switch event's does: the two event entities that read
+    /// an accessory's events topic tell theirs apart by it.
+    static let headTrackingEventPrefix = "head_tracking_"
 
     static let headTrackingEventTypes = HeadTrackingEvent.Kind.allCases.map(headTrackingEventType)
 

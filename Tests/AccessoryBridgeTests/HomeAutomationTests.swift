@@ -141,6 +141,13 @@ import Testing
         #expect(sensor["p"] as? String == "binary_sensor" && sensor["value_template"] as? String == "{{ value_json.head_tracking }}")
         let event = try #require(components["head_tracking_event"] as? [String: Any])
         #expect(event["event_types"] as? [String] == ["head_tracking_activated", "head_tracking_state_changed", "head_tracking_invalidated"])
+        // Both event entities read the accessory's events topic: each renders the other's events empty, which Home
+        // Assistant ignores (an event type not in an entity's list is a warning in its log).
+        #expect(event["value_template"] as? String
+            == "{{ value if value_json.event_type.startswith('head_tracking_') else '' }}")
+        let switchEvent = try #require(components["switch_event"] as? [String: Any])
+        #expect(switchEvent["value_template"] as? String
+            == "{{ '' if value_json.event_type.startswith('head_tracking_') else value }}")
         #expect(try Self.json(Self.last(Self.view, in: before))["head_tracking"] as? String == "OFF")
 
         telemetry(.placement(.onHead), sequence: 4)
