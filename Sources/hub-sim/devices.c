@@ -162,8 +162,8 @@ static void on_device_message(struct mosquitto *mosq, void *userdata, const stru
     struct device *device = device_for_topic(sim, message->topic);
     if (device != NULL) {
         if (sim->opt.trace) {
-            fprintf(stderr, "trace: %s got action %d reason %d for %s (sequence %" PRIu64 ")\n", device->hex,
-                    command.action, command.reason, command.accessory_id, command.sequence);
+            fprintf(stderr, "trace: %s got action %d reason %d for %s (epoch %" PRIu64 ", sequence %" PRIu64 ")\n",
+                    device->hex, command.action, command.reason, command.accessory_id, command.epoch, command.sequence);
         }
         /* Applied only when its (epoch, sequence) is above the last applied one's: a redelivery, or a command of an
          * owner that lost its slot since (a smaller epoch), is not. */
