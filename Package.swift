@@ -245,7 +245,7 @@ let package = Package(
         .testTarget(
             name: "AccessoryControlTests",
             dependencies: [
-                "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient",
+                "AccessoryControl", "AccessoryModel", "AccessoryWire", "MQTTClient", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

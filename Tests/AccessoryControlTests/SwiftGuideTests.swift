@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import MQTTClient
 import Testing
+import TestSupport
 
 /// docs/swift.md's code, compiled: every ```swift block of the page stands, line for line, in one of the functions
 /// below, which are compiled with the tests and never run (the page's code needs a bridge; the tests of each API run
@@ -11,30 +12,12 @@ import Testing
 @Suite struct SwiftGuideTests {
     static let page = "docs/swift.md"
 
-    /// The page's ```swift blocks, each as its lines.
-    static func blocks(of markdown: String) -> [[Substring]] {
-        var blocks: [[Substring]] = []
-        var current: [Substring]?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            if current == nil, line.hasPrefix("```swift") {
-                current = []
-            } else if let block = current, line.hasPrefix("```") {
-                blocks.append(block)
-                current = nil
-            } else {
-                current?.append(line)
-            }
-        }
-        return blocks
-    }
-
     /// A line as this file holds it (indented inside a function), or the page (not): compared without leading spaces.
     static func normalized(_ line: Substring) -> Substring { line.drop { $0 == " " } }
 
     @Test func everySwiftBlockOfTheGuideIsCompiledHere() throws {
         let here = URL(fileURLWithPath: #filePath)
-        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let blocks = Self.blocks(of: try String(contentsOf: root.appendingPathComponent(Self.page), encoding: .utf8))
+        let blocks = RepositoryFiles.codeBlocks(in: try RepositoryFiles.text(Self.page), info: "swift").map(\.lines)
         #expect(blocks.count >= 5, "\(Self.page) has its Swift blocks")
         let source = try String(contentsOf: here, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
             .map(Self.normalized)

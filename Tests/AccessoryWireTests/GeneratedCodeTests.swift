@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The generated code must match Schemas/: each generated folder records the digest of the schemas it came from,
 /// and `make generate` rewrites both.

@@ -2,6 +2,7 @@
 import Foundation
 import SwiftProtobuf
 import Testing
+import TestSupport
 
 /// The JSON examples of README.md and docs/ (docs/wire-contract.md has them) are part of the contract people copy:
 /// each must decode, strictly (no unknown field), as the message its code block names.
@@ -20,20 +21,9 @@ import Testing
         var examples: [Example] = []
         for file in files {
             guard let text = try? RepositoryFiles.text(file) else { continue }
-            var current: (message: String, line: Int, lines: [Substring])?
-            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                if var open = current {
-                    if line.hasPrefix("```") {
-                        examples.append(Example(
-                            message: open.message, json: open.lines.joined(separator: "\n"), file: file, line: open.line))
-                        current = nil
-                    } else {
-                        open.lines.append(line)
-                        current = open
-                    }
-                } else if line.hasPrefix("```json ") {
-                    current = (String(line.dropFirst("```json ".count)), number + 1, [])
-                }
+            for block in RepositoryFiles.codeBlocks(in: text, info: "json ") {
+                examples.append(Example(
+                    message: block.info, json: block.lines.joined(separator: "\n"), file: file, line: block.line))
             }
         }
         return examples

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The README's "How the code is laid out" is where a newcomer finds the architecture: every path it names exists,
 /// and every module, test support target and script is named there.

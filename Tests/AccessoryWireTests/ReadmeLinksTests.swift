@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// README.md is the front door and the pages under docs/ hold the rest: every relative link between them, and to the
 /// repository's files, leads to something that exists (a heading, for an anchor into a page), README.md links every

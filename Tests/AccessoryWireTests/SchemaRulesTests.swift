@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Rules the schemas must keep, read from the .proto files themselves so that a new field cannot break them unseen.
 @Suite struct SchemaRulesTests {

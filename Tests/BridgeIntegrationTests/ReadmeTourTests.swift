@@ -16,9 +16,7 @@ import TestSupport
 
     /// The steps between `<!-- tour: mosquitto -->` and `<!-- /tour -->`.
     static func steps() throws -> [Step] {
-        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try RepositoryFiles.text("README.md")
         guard let start = readme.range(of: "<!-- tour: mosquitto -->"), let end = readme.range(of: "<!-- /tour -->")
         else { throw Failure(description: "README.md has no mosquitto tour markers") }
         var steps: [Step] = []

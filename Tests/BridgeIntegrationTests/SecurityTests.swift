@@ -28,8 +28,7 @@ import Darwin
 /// send after it, on the same connection (mosquitto handles each client's packets in order, and the bridge handles
 /// messages in order).
 @Suite struct SecurityTests {
-    static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto")
+    static let deploy = RepositoryFiles.url("deploy/mosquitto")
 
     // The users, named as deploy/mosquitto/acl expects.
     static let bridgeUser = "bridge.audio"

@@ -35,6 +35,9 @@ import Glibc
         [0x0a, 0x06] + Array("forged".utf8) + [0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]
         + [0x1a, 0x06] + Array("forged".utf8) + [0x20, 0x01, 0x28, 0x02, 0x38, 0x01]
 
+    /// hub-sim's accessory ids start with it (`cl-h{hub}-a{accessory}`).
+    static let prefix = "cl"
+
     /// hub-sim's log without its trace (`--trace`: every request and every command a device got).
     static func untraced(_ log: String) -> String {
         log.split(separator: "\n").filter { !$0.hasPrefix("trace: ") }.joined(separator: "\n")
@@ -46,10 +49,10 @@ import Glibc
     static func trace(_ log: String) -> String {
         let lines = log.split(separator: "\n")
         let named = Set(lines.filter { $0.hasPrefix("hub-sim: ") }.flatMap { line in
-            line.split(whereSeparator: { " :(),".contains($0) }).filter { $0.hasPrefix("cl-h") }
+            line.split(whereSeparator: { " :(),".contains($0) }).filter { $0.hasPrefix("\(prefix)-h") }
         })
         guard !named.isEmpty else { return "" }
-        let traced = lines.filter { line in line.hasPrefix("trace: ") && named.contains { line.contains("\($0) ") || line.hasSuffix($0) } }
+        let traced = lines.filter { line in line.hasPrefix("trace: ") && named.contains { line.contains("\($0) ") } }
         return "trace of \(named.sorted().joined(separator: ", ")):\n" + traced.suffix(300).joined(separator: "\n")
     }
 
@@ -84,7 +87,7 @@ import Glibc
                 "-c", "exec \"$0\" \"$@\" > \"\(output.path)\" 2>> \"\(output.path).log\"", try BuiltProducts.path("hub-sim"),
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--slots", "\(members.slots)", "--households", "8",
                 "--shared-devices", "8", "--hubs", "20", "--accessories", "20", "--rate", "150", "--seconds", "40", "--drain", "60", "--verify",
-                "--timeout-ms", "500", "--timeout-max-ms", "2000", "--prefix", "cl", "--trace",
+                "--timeout-ms", "500", "--timeout-max-ms", "2000", "--prefix", Self.prefix, "--trace",
             ],
             outputPath: "/dev/null")
         var failovers: [(what: String, gaps: [Int: TimeInterval], slots: Set<Int>)] = []
@@ -152,7 +155,8 @@ import Glibc
         let code = try await simulator.exit(timeout: .seconds(180))
         let text = try String(contentsOf: output, encoding: .utf8)
         let simLog = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
-        let line = try #require(text.split(separator: "\n").last, "hub-sim wrote no summary: \(simLog.suffix(2000))")
+        let line = try #require(
+            text.split(separator: "\n").last, "hub-sim wrote no summary: \(Self.untraced(simLog).suffix(2000))")
         let summary = try JSONDecoder().decode(Summary.self, from: Data(line.utf8))
 
         #expect(code == 0, "hub-sim failed: \(Self.untraced(simLog).suffix(2000))\n\(Self.trace(simLog))")

@@ -15,8 +15,7 @@ import TestSupport
         "telemetry_sources",
     ]
 
-    static let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("AccessoryWireTests/Vectors")
+    static let vectors = RepositoryFiles.url("Tests/AccessoryWireTests/Vectors")
 
     static func vector(_ name: String) throws -> [UInt8] {
         try [UInt8](Data(contentsOf: vectors.appendingPathComponent("\(name).binpb")))

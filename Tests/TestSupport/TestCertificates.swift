@@ -10,8 +10,7 @@ public enum TestCertificates {
     /// A new set; its directory.
     public static func make() async throws -> URL {
         let directory = TemporaryFiles.path("certs")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh")
+        let script = RepositoryFiles.url("deploy/mosquitto/make-certs.sh")
         try await MosquittoBroker.run(
             script.path, [directory.path], outputIn: FileManager.default.temporaryDirectory)
         return directory
