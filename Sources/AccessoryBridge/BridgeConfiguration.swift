@@ -13,7 +13,8 @@ public struct BridgeConfiguration: Sendable {
     /// What the bridge's state machine decides with: the resume and interruption windows (routing rules 4 and 11),
     /// the diagnostics' grace period, the rebirth interval, the grace before an offline hub's accessories turn stale.
     public var policy = BridgeStateMachine.Policy()
-    /// The format of commands, and of states and results that no request's format decides.
+    /// The format of the bridge's status and layout, and of what goes to a hub or playing device not heard from since it
+    /// started; each one heard from reads the format it speaks (``ReaderFormats``).
     public var payloadFormat: PayloadFormat = .protobuf
     /// The largest inbound payload accepted, in bytes.
     public var maximumPayloadSize: Int = 64 * 1024

@@ -53,13 +53,13 @@ extension MessageProcessor {
             let sent: Bool
             switch action {
             case .sendCommand(let command):
-                sent = outbox.publishCommand(command)
+                sent = outbox.publishCommand(command, format: readerFormats.format(of: command.source))
                 if sent {
                     if let receivedAt { metrics.toCommand.record(duration: ContinuousClock.now - receivedAt) }
                     publish(homeAutomation?.commandSent(command))
                 }
             case .publishState(let state):
-                sent = publishState(codec.encoded(state, as: defaultFormat))
+                sent = publishState(codec.encoded(state, as: readerFormats.format(of: state.accessory.hub)))
             case .answer(let answer):
                 guard let request = requests.popFirst() else {
                     assertionFailure("an answer with no request waiting for it")
@@ -74,7 +74,7 @@ extension MessageProcessor {
                         "accessory.id": "\(rebirth.accessory)", "hub.id": "\(rebirth.hub)",
                         "last_sequence": "\(rebirth.lastSequence)", "sequence": "\(rebirth.receivedSequence)",
                     ])
-                sent = outbox.publishRebirthRequest(rebirth)
+                sent = outbox.publishRebirthRequest(rebirth, format: readerFormats.format(of: rebirth.hub))
             case .watchSource(let source):
                 sent = watch(source, true)
                 sharedDevices?.send(.listed(source))
@@ -93,7 +93,9 @@ extension MessageProcessor {
                 sharedDevices?.send(.release(release))
                 sent = true
             case .headTracking(let event, let hub):
-                sent = outbox.publishHeadTracking(event, hub: hub)
+                sent = outbox.publishHeadTracking(
+                    event, hub: hub, hostFormat: readerFormats.format(of: event.session.host),
+                    hubFormat: readerFormats.format(of: hub))
                 if sent { publish(homeAutomation?.headTracking(event)) }
             case .continuePublishing:
                 return allSent

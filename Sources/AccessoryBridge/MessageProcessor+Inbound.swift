@@ -85,12 +85,14 @@ extension MessageProcessor {
                 ])
         }
         var request = Request(
-            message: message, replyTo: .hub(hub, responseTopic: responseTopic), accessory: id, format: defaultFormat)
+            message: message, replyTo: .hub(hub, responseTopic: responseTopic), accessory: id,
+            format: readerFormats.format(of: hub))
         let telemetry: InboundTelemetry
         do {
             request.format = try PayloadFormat.detect(
                 contentType: message.properties.contentType, payload: message.payload)
             telemetry = try codec.readTelemetry(from: message.payload, format: request.format, for: id)
+            readerFormats.heard(hub, in: request.format)
             if case .failure(let error) = telemetry.request {
                 refuse(message, .value, error.reason)
             }
@@ -106,7 +108,8 @@ extension MessageProcessor {
     }
 
     private func controls(_ message: MQTTMessage, accessory id: AccessoryID) {
-        var request = Request(message: message, replyTo: .controls, accessory: id, format: defaultFormat)
+        var request = Request(
+            message: message, replyTo: .controls, accessory: id, format: readerFormats.defaultFormat)
         let controls: Result<AccessoryControls, AccessoryControlError>
         do {
             request.format = try format(of: message)
@@ -130,7 +133,9 @@ extension MessageProcessor {
         // hub's retained status should mean).
         let status: HubStatus
         do {
-            status = try codec.decode(HubStatus.self, from: message.payload, format: format(of: message))
+            let spoken = try format(of: message)
+            status = try codec.decode(HubStatus.self, from: message.payload, format: spoken)
+            readerFormats.heard(hub, in: spoken)
         } catch {
             refuse(message, Self.refusal(error), error.reason)
             return
@@ -144,7 +149,9 @@ extension MessageProcessor {
         // An empty payload is a SourceState that says nothing (no activity, no route): it changes nothing.
         let report: SourceReport
         do {
-            report = try codec.decode(SourceReport.self, from: message.payload, format: format(of: message))
+            let spoken = try format(of: message)
+            report = try codec.decode(SourceReport.self, from: message.payload, format: spoken)
+            readerFormats.heard(source, in: spoken)
         } catch {
             refuse(message, Self.refusal(error), error.reason)
             return

@@ -24,7 +24,7 @@ extension MessageProcessor {
     public struct RetainedMessage: Sendable {
         enum Content: Sendable {
             case accessory(AccessoryState)
-            case source(SourceReport, BluetoothAddress)
+            case source(SourceReport, BluetoothAddress, PayloadFormat)
             /// Neither: one of home automation's, or unusable.
             case other(MQTTMessage)
         }
@@ -38,8 +38,10 @@ extension MessageProcessor {
     public func decodeRetained(_ message: MQTTMessage) -> RetainedMessage {
         switch try? roots.parse(message.topic) {
         case .sourceState(let source)?:
-            if let report = try? codec.decode(SourceReport.self, from: message.payload, format: format(of: message)) {
-                return RetainedMessage(content: .source(report, source))
+            if let spoken = try? format(of: message),
+                let report = try? codec.decode(SourceReport.self, from: message.payload, format: spoken)
+            {
+                return RetainedMessage(content: .source(report, source, spoken))
             }
         case .accessoryState(let id)?:
             if let state = try? codec.decode(
@@ -65,8 +67,9 @@ extension MessageProcessor {
     public func restore(_ retained: RetainedMessage) {
         let now = clock.now
         switch retained.content {
-        case .source(let report, let source):
+        case .source(let report, let source, let format):
             core.restoreSource(report, from: source, at: now)
+            readerFormats.heard(source, in: format)
             restored.sources += 1
         case .accessory(let state):
             core.restore(state, at: now)

@@ -28,8 +28,8 @@ import Synchronization
 ///
 /// ``AccessoryBridgeService`` runs one as its MQTT client's handler; it can also run against any ``MessagePublisher``
 /// (tests, fuzzing, embedding), driven by ``handle(_:)`` and ``tick()``.
-// @unchecked Sendable: every `var` below (`core`, `homeAutomation`, `requests`, `nextHousekeeping`, `connectedBefore`,
-// `owner`, `receivedAt`, `heapTrimmer`, `announcing`, `restored`) is mutated without a lock, by one thread at a time:
+// @unchecked Sendable: every `var` below (`core`, `readerFormats`, `homeAutomation`, `requests`, `nextHousekeeping`,
+// `connectedBefore`, `owner`, `receivedAt`, `heapTrimmer`, `announcing`, `restored`) is mutated without a lock, by one thread at a time:
 // the rebuild's task (restore), then, once it ended, the network thread of the client this is the handler of
 // (MQTTClient.start orders everything before it); or a test's or the fuzzer's single thread. `owner` checks it (debug
 // builds). `decodeRetained` reads only `let` properties.
@@ -40,11 +40,12 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
     /// The hubs' and accessories' topic root.
     var root: TopicRoot { roots.root }
     let codec: WireCodec
-    let defaultFormat: PayloadFormat
     let clock: WallClock
     let logger: Logger
     let metrics: BridgeMetrics
     let outbox: Outbox
+    /// The format each hub and playing device reads what is sent to it in.
+    var readerFormats: ReaderFormats
     /// Published on every (re)connection: the bridge's retained online status (and its availability for home
     /// automation, when the receiving session's will says offline).
     private let onlineStatus: [MQTTMessage]
@@ -82,7 +83,6 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         let roots = TopicRoots(configuration.topicRoot, slot: slot)
         self.roots = roots
         codec = WireCodec(maximumPayloadSize: configuration.maximumPayloadSize)
-        defaultFormat = configuration.payloadFormat
         self.clock = clock
         self.logger = logger
         let metrics = BridgeMetrics(factory: factory)
@@ -91,9 +91,9 @@ public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {
         housekeepingInterval = configuration.statisticsInterval
         nextHousekeeping = configuration.statisticsInterval.map { _ in clock.now }
         outbox = Outbox(
-            publisher: publisher, roots: roots, epoch: slot?.epoch ?? 0, codec: codec,
-            defaultFormat: configuration.payloadFormat,
-            metrics: metrics, logger: logger)
+            publisher: publisher, roots: roots, epoch: slot?.epoch ?? 0, codec: codec, metrics: metrics,
+            logger: logger)
+        readerFormats = ReaderFormats(defaultFormat: configuration.payloadFormat)
         if configuration.homeAutomation {
             homeAutomation = HomeAutomationStateMachine(
                 root: roots.root, homeAssistantPrefix: configuration.homeAssistantPrefix,

@@ -164,7 +164,7 @@ enum Settings {
             "Seconds the broker keeps the bridge's session (and the telemetry for it) while it is away."),
         .parsed(
             "payload-format", \.bridge.payloadFormat, "format",
-            "The format of commands and of states no request decides: protobuf or json."
+            "The format of the bridge's status and layout, and of what goes to a hub or device not heard from yet (each one heard from gets its own): protobuf or json."
         ) { text in
             guard let format = PayloadFormat(rawValue: text) else {
                 throw Invalid(description: "payload-format must be protobuf or json, not '\(text)'")

@@ -191,7 +191,8 @@ void print_summary(struct sim *sim, const struct summary *s, long mismatches, co
     if (unreadable > 0) {
         fprintf(stderr,
                 "hub-sim: %" PRIu64 " commands, head-tracking news or frames could not be read: hub-sim reads "
-                "protobuf, and a bridge run with --payload-format json sends its commands and news in JSON\n",
+                "protobuf (the bridge sends each hub and device the format it speaks), so something else published "
+                "JSON or a malformed message on its topics\n",
                 unreadable);
     }
     if (sim->repeated_commands > 0 && !sim->opt.quiet) {

@@ -201,22 +201,45 @@ import Glibc
             + "rendered, p50 \(summary.frame_p50_ms ?? 0) ms, p99 \(summary.frame_p99_ms ?? 0) ms")
     }
 
-    /// A bridge run with `--payload-format json` sends commands and session news in JSON, which hub-sim (and the C
-    /// SDK's hubs) cannot read: the run says so and fails, rather than measuring nothing without a word.
-    @Test func aRunThatCannotReadTheBridgeSaysSoAndFails() async throws {
+    /// A bridge run with `--payload-format json` (for the people reading by hand) sends each hub and playing device
+    /// what it reads in the format it speaks: hub-sim's hubs and devices, which read protobuf only, get their
+    /// commands and session news in protobuf, and the run reads all of them.
+    @Test func aJSONBridgeSendsHubsAndDevicesTheFormatTheySpeak() async throws {
         let fixture = try await BridgeFixture(bridgeArguments: ["--payload-format", "json"])
         let (simulator, output) = try Self.run(fixture, [
-            "--accessories", "4", "--devices", "8", "--scenario", "sources", "--seconds", "3", "--rate", "2",
-            "--head-tracking", "100", "--prefix", "unread",
+            "--hubs", "2", "--accessories", "10", "--seconds", "3", "--rate", "20", "--head-tracking", "100",
+            "--verify", "--prefix", "protobuf",
         ], log: "json-bridge")
+        let code = try await simulator.exit()
+        let log = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
+        #expect(code == 0, "\(log.suffix(2000))")
+        let line = try #require(try String(contentsOf: output, encoding: .utf8).split(separator: "\n").last)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(json["unreadable"] as? Int == 0, "\(line)")
+        #expect((json["commands"] as? Int ?? 0) > 0 && (json["head_tracking_sessions"] as? Int ?? 0) > 0, "\(line)")
+        #expect((json["frames_rendered"] as? Int ?? 0) > 0, "\(line)")
+    }
+
+    /// What hub-sim cannot read on its topics (a person's JSON on one of its devices' command topics), it counts,
+    /// says why, and fails the run for, rather than measuring less without a word.
+    @Test func aMessageHubSimCannotReadIsCountedAndFailsTheRun() async throws {
+        let fixture = try await BridgeFixture()
+        let (simulator, output) = try Self.run(fixture, [
+            "--accessories", "4", "--devices", "8", "--scenario", "sources", "--seconds", "4", "--rate", "5",
+            "--prefix", "unread",
+        ], log: "unreadable")
+        try await Self.waitForProgress(output, .results, 1)
+        // Device 0 of hub-sim's (its addresses are 5a:11:00:00 and the device's number).
+        try await fixture.broker.publish(
+            topic: "audio/sources/5a1100000000/commands", message: #"{"action": "ROUTE"}"#, qos: 1,
+            properties: ["-D", "publish", "content-type", "application/json"])
         let code = try await simulator.exit()
         let log = (try? String(contentsOf: URL(fileURLWithPath: output.path + ".log"), encoding: .utf8)) ?? ""
         #expect(code == 1, "\(log.suffix(2000))")
         #expect(log.contains("could not be read: hub-sim reads protobuf"), "\(log.suffix(2000))")
-        let text = try String(contentsOf: output, encoding: .utf8)
-        let line = try #require(text.split(separator: "\n").last)
+        let line = try #require(try String(contentsOf: output, encoding: .utf8).split(separator: "\n").last)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-        #expect((json["unreadable"] as? Int ?? 0) > 0, "\(line)")
+        #expect(json["unreadable"] as? Int == 1, "\(line)")
     }
 
     @Test func anSVGChartIsDrawnFromARateSweep() async throws {

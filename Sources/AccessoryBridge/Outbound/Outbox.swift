@@ -13,8 +13,6 @@ struct Outbox: Sendable {
     /// The epoch of the slot served (0: one bridge), carried by every result.
     let epoch: UInt64
     let codec: WireCodec
-    /// The format of commands, statuses, and states no request's format decides.
-    let defaultFormat: PayloadFormat
     let metrics: BridgeMetrics
     let logger: Logger
     /// Shared by every copy: what the log says while the client's queue is full.
@@ -55,28 +53,31 @@ struct Outbox: Sendable {
             format: format, retain: false)
     }
 
-    /// Asks a hub to send everything about an accessory again.
-    func publishRebirthRequest(_ rebirth: BridgeAction.Rebirth) -> Bool {
+    /// Asks a hub to send everything about an accessory again, in the format the hub reads.
+    func publishRebirthRequest(_ rebirth: BridgeAction.Rebirth, format: PayloadFormat) -> Bool {
         let request = RebirthRequest(
             accessory: rebirth.accessory, lastSequence: rebirth.lastSequence, receivedSequence: rebirth.receivedSequence)
-        return send(Topic.rebirth(hub: rebirth.hub), codec.encode(request, as: defaultFormat), format: defaultFormat,
-            retain: false)
+        return send(Topic.rebirth(hub: rebirth.hub), codec.encode(request, as: format), format: format, retain: false)
     }
 
-    func publishCommand(_ command: SwitchCommand) -> Bool {
+    /// Sends a playing device a switch command, in the format the device reads.
+    func publishCommand(_ command: SwitchCommand, format: PayloadFormat) -> Bool {
         metrics.commands[command.action]?.increment()
-        let bytes = codec.encode(command, as: defaultFormat)
-        return send(Topic.sourceCommands(source: command.source), bytes, format: defaultFormat, retain: false)
+        let bytes = codec.encode(command, as: format)
+        return send(Topic.sourceCommands(source: command.source), bytes, format: format, retain: false)
     }
 
     /// Tells the session's host and the accessory's hub what became of its head-tracking session (rule 13): the same
-    /// message on both topics, QoS 1, not retained, the host's first, so that a host hears of a session before the
-    /// hub can send it a frame. Says whether both could be queued.
-    func publishHeadTracking(_ event: HeadTrackingEvent, hub: HubID) -> Bool {
+    /// message on both topics (each in the format its reader reads), QoS 1, not retained, the host's first, so that
+    /// a host hears of a session before the hub can send it a frame. Says whether both could be queued.
+    func publishHeadTracking(
+        _ event: HeadTrackingEvent, hub: HubID, hostFormat: PayloadFormat, hubFormat: PayloadFormat
+    ) -> Bool {
         metrics.headTracking[event.kind]?.increment()
-        let bytes = codec.encode(event, hub: hub, as: defaultFormat)
-        let toHost = send(Topic.hostHeadTracking(host: event.session.host), bytes, format: defaultFormat, retain: false)
-        let toHub = send(Topic.headTracking(hub: hub, accessory: event.session.accessory), bytes, format: defaultFormat,
+        let bytes = codec.encode(event, hub: hub, as: hostFormat)
+        let toHost = send(Topic.hostHeadTracking(host: event.session.host), bytes, format: hostFormat, retain: false)
+        let hubBytes = hubFormat == hostFormat ? bytes : codec.encode(event, hub: hub, as: hubFormat)
+        let toHub = send(Topic.headTracking(hub: hub, accessory: event.session.accessory), hubBytes, format: hubFormat,
             retain: false)
         return toHost && toHub
     }
