@@ -39,6 +39,11 @@ public final class AccessoryHub: Sendable {
         /// a one-shot tool acting for the hub should not, since the gap the bridge saw is its own new run, and the
         /// hub's process answers for the accessory.
         public var answersRebirthRequests = true
+        /// Whether requests carry a sequence (the bridge's ``SequenceTracker``): a hub's long-lived process's do; a
+        /// one-shot tool acting for the hub sends them unsequenced (0), since its run is not the hub's: a count of its
+        /// own would be a gap to the bridge (a rebirth request to the hub), and would move the accessory's count past
+        /// the hub's own.
+        public var sequencesRequests = true
 
         public init() {}
 
@@ -320,7 +325,8 @@ public final class AccessoryHub: Sendable {
         let requestID = "\(hubID)-\(number)"
         let correlation = Array(requestID.utf8)
         let payload = codec.encodeTelemetry(
-            request, sequence: nextSequence(for: id), requestID: requestID, as: options.payloadFormat)
+            request, sequence: options.sequencesRequests ? nextSequence(for: id) : 0, requestID: requestID,
+            as: options.payloadFormat)
         let message = MQTTMessage(
             topic: Topic.telemetry(hub: hubID, accessory: id).name(under: root),
             payload: payload, qos: .atLeastOnce,

@@ -29,8 +29,8 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The PEM file of the client certificate's key.")
     var keyFile: String?
 
-    @Option(help: "The payload format to send: protobuf or json.")
-    var format: PayloadFormat = .protobuf
+    @Option(help: "The payload format to send, and so to be sent (the bridge answers each in its own): json or protobuf.")
+    var format: PayloadFormat = .json
 
     @Option(help: "Seconds to wait for the broker's connection, and for the bridge's answer.")
     var timeout: Double = 5
@@ -166,9 +166,10 @@ struct HubOptions: ParsableArguments {
         options.payloadFormat = connection.format
         options.timeout = connection.patience
         // A one-shot command speaks for the hub, not for its availability, nor for what the hub's process remembers
-        // of its accessories (the bridge's rebirth requests).
+        // of its accessories (the bridge's rebirth requests), nor in the hub's count of its requests.
         options.announcesStatus = false
         options.answersRebirthRequests = false
+        options.sequencesRequests = false
         let accessoryHub = try await connection.connecting {
             try AccessoryHub(
                 hubID: hubID, mqtt: try connection.mqtt(clientID: ConnectionOptions.clientID(hub)), options: options,

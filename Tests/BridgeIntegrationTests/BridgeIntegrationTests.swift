@@ -1,9 +1,11 @@
 import AccessoryBridge
 import AccessoryControl
 import AccessoryModel
+import CoreMetrics
 @testable import AccessoryWire
 import Foundation
 import MQTTClient
+import MetricsTestKit
 import Testing
 import TestSupport
 
@@ -14,10 +16,11 @@ import TestSupport
 
     /// Starts the bridge and waits for its online status, which it publishes after its subscriptions.
     static func startBridge(
-        on broker: MosquittoBroker, configure: (inout BridgeConfiguration) -> Void = { _ in }
+        on broker: MosquittoBroker, metrics: any MetricsFactory = NOOPMetricsHandler.instance,
+        configure: (inout BridgeConfiguration) -> Void = { _ in }
     ) async throws -> RunningBridge {
         let observer = try await Peer("status", broker: broker, subscribe: ["audio/bridge/status"])
-        let bridge = try RunningBridge(broker: broker, configure: configure)
+        let bridge = try RunningBridge(broker: broker, metrics: metrics, configure: configure)
         let status = try await observer.waitFor(1, on: "audio/bridge/status", timeout: .seconds(30))[0]
         let format = try PayloadFormat.detect(contentType: status.properties.contentType, payload: status.payload)
         #expect(try WireCodec().decode(Audioaccessory_V1_BridgeStatus.self, from: status.payload, format: format).online)
@@ -310,7 +313,8 @@ import TestSupport
 
     @Test func accessoryctlPrintsTheErrorAndItsReason() async throws {
         let broker = try await MosquittoBroker()
-        let bridge = try await Self.startBridge(on: broker)
+        let metrics = TestMetrics()
+        let bridge = try await Self.startBridge(on: broker, metrics: metrics)
         func accessoryctl(_ arguments: String...) async throws -> (Int32, String) {
             let log = broker.directory.appendingPathComponent("accessoryctl-\(UUID().uuidString).log")
             let process = try ChildProcess(
@@ -363,6 +367,10 @@ import TestSupport
         (status, output) = try await accessoryctl("source", "12:34:56:78:9A:BC", "--activity", "media", "--count", "1")
         #expect(status == 0, "\(output)")
         #expect(output.contains("command ROUTE_TO_ACCESSORY 12:34:56:78:9A:BC to buds (SOURCE_ACTIVATED) #"), "\(output)")
+        // Each run spoke for hub-1 without counting in its sequence: no gap for the bridge to ask the hub about.
+        (status, output) = try await accessoryctl("sources", "buds", "12:34:56:78:9A:BC")
+        #expect(status == 0 && output.contains("connected buds"), "\(output)")
+        #expect(try metrics.expectCounter("accessory_bridge_rebirth_requests_total").totalValue == 0)
         try await bridge.stop()
     }
 
