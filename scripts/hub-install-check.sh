@@ -4,10 +4,10 @@
 #   BRIDGE=path/to/accessory-bridge scripts/hub-install-check.sh
 #
 # `make install PREFIX=<a clean temporary directory>`, then Examples/hub-c, copied elsewhere, built by its own
-# Makefile with `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` (the shared library), and hub.c once more against the static
-# one. Both hubs run against mosquitto and the bridge: each line on stdin must come back as a result. Then stream.c,
-# whose source is a playing device made of a retained JSON SourceState (media, head tracking on): put on, it must be
-# activated and stream frames; taken off, invalidated.
+# Makefile with `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` (the shared library), hub.c once more against the static one,
+# and docs/hub-sdk.md's C (Tests/CAudioHubGuide/guide.c). Both hubs run against mosquitto and the bridge: each line on
+# stdin must come back as a result. Then stream.c, whose source is a playing device made of a retained JSON
+# SourceState (media, head tracking on): put on, it must be activated and stream frames; taken off, invalidated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BRIDGE=${BRIDGE:-.build/debug/accessory-bridge}
@@ -41,6 +41,10 @@ grep -q "$prefix/lib/libaudiohub.so.0" <<<"$libraries" || { echo "hub-install-ch
 ${CC:-cc} -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags audiohub) -o "$work/hub-static" "$work/hub-c/hub.c" \
     "$prefix/lib/libaudiohub.a" $(pkg-config --static --libs-only-l libmosquitto libprotobuf-c) -pthread
 if grep -q libaudiohub <<<"$(ldd "$work/hub-static" 2>&1 || true)"; then echo "hub-install-check: the static hub is not static" >&2; exit 1; fi
+# docs/hub-sdk.md's C (Tests/CAudioHubGuide/guide.c holds its blocks): built against the installed SDK, every name
+# linked, never run.
+${CC:-cc} -std=c99 -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -shared -Wl,--no-undefined \
+    $(pkg-config --cflags audiohub) -o "$work/guide.so" Tests/CAudioHubGuide/guide.c $(pkg-config --libs audiohub)
 
 start_broker 18980 "$work" "$work/broker.log"
 "$BRIDGE" --broker "mqtt://127.0.0.1:$port" --http-port 0 --client-id install-bridge >"$work/bridge.log" 2>&1 &
@@ -68,4 +72,4 @@ if ! grep -q '^activate: host 12:34:56:78:9A:BC, head tracking on' <<<"$output" 
     echo "$output" >&2
     exit 1
 fi
-echo "hub-install-check: installed into a clean prefix; Examples/hub-c built with pkg-config (shared) and static, both ran against the bridge; stream: $(grep '^invalidate' <<<"$output")"
+echo "hub-install-check: installed into a clean prefix; Examples/hub-c built with pkg-config (shared) and static, and the guide's C; both hubs ran against the bridge; stream: $(grep '^invalidate' <<<"$output")"

@@ -12,21 +12,12 @@ import TestSupport
 @Suite struct SwiftGuideTests {
     static let page = "docs/swift.md"
 
-    /// A line as this file holds it (indented inside a function), or the page (not): compared without leading spaces.
-    static func normalized(_ line: Substring) -> Substring { line.drop { $0 == " " } }
-
     @Test func everySwiftBlockOfTheGuideIsCompiledHere() throws {
         let here = URL(fileURLWithPath: #filePath)
-        let blocks = RepositoryFiles.codeBlocks(in: try RepositoryFiles.text(Self.page), info: "swift").map(\.lines)
+        let blocks = try RepositoryFiles.blocks(of: Self.page, info: "swift", missingFrom: here)
         #expect(blocks.count >= 5, "\(Self.page) has its Swift blocks")
-        let source = try String(contentsOf: here, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
-            .map(Self.normalized)
-        for (index, block) in blocks.enumerated() {
-            let lines = block.map(Self.normalized)
-            let found = source.indices.contains { start in
-                start + lines.count <= source.count && Array(source[start..<start + lines.count]) == lines
-            }
-            #expect(found, "block \(index + 1) of \(Self.page) is not in \(here.lastPathComponent):\n\(block.joined(separator: "\n"))")
+        for block in blocks.missing {
+            Issue.record("the block at line \(block.line) of \(Self.page) is not in \(here.lastPathComponent):\n\(block.text)")
         }
     }
 }

@@ -30,6 +30,26 @@ public enum RepositoryFiles {
         return files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
+    /// The code blocks of `page` (`info`: ` ```swift `, ` ```c `) that do not stand line for line in `file` (leading
+    /// spaces aside: the file holds them indented in its functions), and how many blocks the page has: a guide's code
+    /// compiled in a file of the tests' (docs/swift.md in SwiftGuideTests, docs/hub-sdk.md's C in
+    /// Tests/CAudioHubGuide/guide.c).
+    public static func blocks(
+        of page: String, info: String, missingFrom file: URL
+    ) throws -> (count: Int, missing: [(line: Int, text: String)]) {
+        func normalized(_ line: Substring) -> Substring { line.drop { $0 == " " } }
+        let blocks = codeBlocks(in: try text(page), info: info).filter(\.info.isEmpty)
+        let source = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .map(normalized)
+        let missing = blocks.filter { block in
+            let lines = block.lines.map(normalized)
+            return !source.indices.contains { start in
+                start + lines.count <= source.count && Array(source[start..<start + lines.count]) == lines
+            }
+        }
+        return (blocks.count, missing.map { ($0.line, $0.lines.joined(separator: "\n")) })
+    }
+
     /// The fenced code blocks of Markdown `text` whose info string starts with `info` (` ```json `, ` ```swift `): each
     /// with the rest of its info string, the number of its first line, and its lines.
     public static func codeBlocks(in text: String, info: String) -> [(info: String, line: Int, lines: [Substring])] {
