@@ -105,6 +105,7 @@ extension MessageProcessor {
         request.sequence = telemetry.sequence
         requests.append(request)
         perform(core.telemetry(telemetry.request, sequence: telemetry.sequence, from: hub, about: id, at: clock.now))
+        readerFormats.settled(hub, known: core.knows(hub))
     }
 
     private func controls(_ message: MQTTMessage, accessory id: AccessoryID) {
@@ -142,6 +143,7 @@ extension MessageProcessor {
         }
         logger.info("hub status", metadata: ["hub.id": "\(hub)", "online": "\(status.online)"])
         perform(core.hubStatus(hub, online: status.online, at: clock.now))
+        readerFormats.settled(hub, known: core.knows(hub))
         publish(homeAutomation?.hubStatus(hub, online: status.online))
     }
 

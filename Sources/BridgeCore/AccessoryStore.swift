@@ -40,6 +40,9 @@ struct AccessoryStore: Sendable {
     /// Every accessory's id, in the order of ``all``, read without making each accessory whole.
     var ids: [AccessoryID] { accessories.map(\.id) }
 
+    /// Whether an accessory was ever paired with `hub`.
+    func knows(_ hub: HubID) -> Bool { hubNumbers[hub] != nil }
+
     /// The accessories paired with `hub` (or last paired with it, when unpaired).
     func ids(of hub: HubID) -> [AccessoryID] {
         guard let number = hubNumbers[hub] else { return [] }

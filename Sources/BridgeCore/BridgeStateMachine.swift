@@ -139,6 +139,12 @@ public struct BridgeStateMachine: Sendable {
     /// empty for a single bridge, which reads every device's.
     public var watchedSources: [BluetoothAddress] { listed.map { Array($0.all) } ?? [] }
 
+    /// Whether the bridge keeps anything of `hub`: an accessory was paired with it, or it says it is online. (What
+    /// the I/O shell keeps of a hub, it keeps of these only: a request about an unknown accessory leaves nothing.)
+    public func knows(_ hub: HubID) -> Bool {
+        store.knows(hub) || hubsOnline.contains(hub)
+    }
+
     /// Why `hub`'s messages do not belong here (another slot's hub), or `nil`.
     public func refusal(of hub: HubID) -> AccessoryControlError? {
         slot?.refusal(of: hub)

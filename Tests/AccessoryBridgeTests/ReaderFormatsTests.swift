@@ -128,6 +128,25 @@ import Testing
         #expect(formats(recorder.take(), "/commands") == [Self.json])
     }
 
+    /// Telemetry from a hub the bridge keeps nothing of (about an accessory that does not exist) leaves nothing here
+    /// either: made-up hub ids cannot grow what the bridge holds.
+    @Test func aHubTheBridgeKeepsNothingOfIsNotKept() throws {
+        let processor = processor(default: .protobuf)
+        let ghost = HubID("ghost")!
+        let message = Audioaccessory_V1_AccessoryTelemetry(.register(.all), sequence: 1, requestID: "r")
+        processor.handle(
+            MQTTMessage(
+                topic: "audio/hubs/ghost/accessories/nobody/telemetry", payload: codec.encode(message, as: .json),
+                properties: MQTTProperties(contentType: PayloadFormat.json.contentType)))
+        let answer = try #require(recorder.take().first { $0.topic.hasSuffix("/result") })
+        #expect(answer.properties.contentType == Self.json, "answered in its format all the same")
+        #expect(processor.readerFormats.format(of: ghost) == .protobuf, "not kept")
+
+        // A hub that pairs is kept.
+        setUp(processor, hub: .json)
+        #expect(processor.readerFormats.format(of: HubID("hub-1")!) == .json)
+    }
+
     @Test func aHubsRetainedStatusAndTheDevicesRetainedStateTeachTheirFormats() throws {
         var formats = ReaderFormats(defaultFormat: .json)
         let hub = HubID("hub-1")!

@@ -7,7 +7,10 @@ import AccessoryWire
 /// bridge's default (`--payload-format`). So a hub on the C SDK, which reads protobuf, is served by a bridge whose
 /// default is JSON for the people reading by hand, and a person publishing JSON with mosquitto_pub reads JSON back.
 ///
-/// Only the parties that last spoke the other format are kept: a fleet in the default format costs nothing.
+/// Only the parties that last spoke the other format are kept: a fleet in the default format costs nothing. A hub is
+/// kept only while the bridge keeps something of it (``BridgeStateMachine/knows(_:)``), so that telemetry from made-up
+/// hubs about accessories that do not exist leaves nothing here either; a playing device is kept as the routing keeps
+/// every device that reported.
 struct ReaderFormats {
     let defaultFormat: PayloadFormat
     private var hubs: Set<HubID> = []
@@ -17,9 +20,18 @@ struct ReaderFormats {
         self.defaultFormat = defaultFormat
     }
 
-    /// A message from `hub`, decoded in `format`.
+    /// A message from `hub`, decoded in `format`: what the bridge sends the hub from now on, this message's own
+    /// news and rebirth request included, goes in it. Call ``settled(_:known:)`` once the message is handled.
     mutating func heard(_ hub: HubID, in format: PayloadFormat) {
         Self.note(hub, speaks: format != defaultFormat, in: &hubs)
+    }
+
+    /// The message from `hub` is handled: a hub the bridge keeps nothing of (`known` false, asked only of a hub kept
+    /// here: a request about an accessory that does not exist) is not kept here either.
+    mutating func settled(_ hub: HubID, known: @autoclosure () -> Bool) {
+        if !hubs.isEmpty, hubs.contains(hub), !known() {
+            hubs.remove(hub)
+        }
     }
 
     /// A state report from the playing device `source`, decoded in `format`.
