@@ -29,7 +29,8 @@ public final class AccessoryHub: Sendable {
         public var followsLayout = false
         /// How long to wait for the bridge's answer before failing with `.unknown`.
         public var timeout: Duration = .seconds(5)
-        /// The format of the telemetry this hub sends (the bridge answers in the same format).
+        /// The format of the telemetry this hub sends: the bridge answers in it, and sends the hub's session news and
+        /// rebirth requests, and its accessories' states, in it (docs/wire-contract.md, "Payloads"; the hub reads both).
         public var payloadFormat: PayloadFormat = .protobuf
         /// Whether this connection speaks for the hub's availability: a retained HubStatus online when connected and
         /// offline when stopped or lost (its will). A hub's long-lived process does; a one-shot tool acting for the

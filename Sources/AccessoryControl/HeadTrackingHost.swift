@@ -28,7 +28,8 @@ public final class HeadTrackingHost: Sendable {
     public struct Options: Sendable {
         /// The contract's root (a cluster's root: playing devices' topics are never under a slot's).
         public var topicRoot: TopicRoot = .default
-        /// The format of the SourceState it publishes.
+        /// The format of the SourceState it publishes, and so of the commands and session news the bridge sends it
+        /// (docs/wire-contract.md, "Payloads"; it reads both).
         public var payloadFormat: PayloadFormat = .protobuf
         /// How many frames a ``SensorUpdates`` keeps for a consumer that falls behind: the newest (a late frame is
         /// worthless). Those it drops count as ``Statistics/overflowed``.
