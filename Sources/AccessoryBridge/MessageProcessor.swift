@@ -29,8 +29,9 @@ import Synchronization
 /// ``AccessoryBridgeService`` runs one as its MQTT client's handler; it can also run against any ``MessagePublisher``
 /// (tests, fuzzing, embedding), driven by ``handle(_:)`` and ``tick()``.
 // @unchecked Sendable: every `var` below (`core`, `readerFormats`, `homeAutomation`, `requests`, `nextHousekeeping`,
-// `connectedBefore`, `owner`, `receivedAt`, `heapTrimmer`, `announcing`, `restored`) is mutated without a lock, by one thread at a time:
-// the rebuild's task (restore), then, once it ended, the network thread of the client this is the handler of
+// `connectedBefore`, `owner`, `receivedAt`, `heapTrimmer`, `announcing`, `restored`) is mutated without a lock, by one
+// thread at a time: the rebuild's task (restore), then, once it ended, the network thread of the client this is the
+// handler of
 // (MQTTClient.start orders everything before it); or a test's or the fuzzer's single thread. `owner` checks it (debug
 // builds). `decodeRetained` reads only `let` properties.
 public final class MessageProcessor: MQTTClientHandler, @unchecked Sendable {

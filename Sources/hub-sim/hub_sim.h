@@ -294,7 +294,8 @@ double quantile(const double *sorted, size_t count, double q);
 /* A phase's summary (sorts its latencies). */
 struct summary summarize(struct phase_stats *stats, uint64_t lost, double offered);
 /* What the run could not read, which makes it measure nothing: commands, and head-tracking news and frames (the hosts'
- * and the hubs'). hub-sim reads protobuf, which a bridge run with --payload-format json does not send. */
+ * and the hubs'). hub-sim reads protobuf, which the bridge sends it (it answers each party in the format it speaks):
+ * what it cannot read, something else published on its topics. */
 uint64_t count_unreadable(struct sim *sim, const struct ht_summary *ht);
 /* The summary, as text or (--json) one JSON line; mismatches -1: not verified; ht NULL without --head-tracking. */
 void print_summary(struct sim *sim, const struct summary *s, long mismatches, const char *mismatch_text,

@@ -26,22 +26,23 @@ import Testing
             logger: Logger(label: "test"), metrics: TestMetrics())
     }
 
+    /// `payload`, encoded in `format`, on `topic` with its content type.
+    func send(_ processor: MessageProcessor, _ topic: String, _ payload: [UInt8], in format: PayloadFormat) {
+        processor.handle(
+            MQTTMessage(topic: topic, payload: payload, properties: MQTTProperties(contentType: format.contentType)))
+    }
+
     func telemetry(
-        _ processor: MessageProcessor, _ request: AccessoryRequest, sequence: UInt64, in format: PayloadFormat
+        _ processor: MessageProcessor, _ request: AccessoryRequest, sequence: UInt64, in format: PayloadFormat,
+        hub: String = "hub-1", accessory: String = "headphones"
     ) {
         let message = Audioaccessory_V1_AccessoryTelemetry(request, sequence: sequence, requestID: "r\(sequence)")
-        processor.handle(
-            MQTTMessage(
-                topic: "audio/hubs/hub-1/accessories/headphones/telemetry", payload: codec.encode(message, as: format),
-                properties: MQTTProperties(contentType: format.contentType)))
+        send(processor, "audio/hubs/\(hub)/accessories/\(accessory)/telemetry", codec.encode(message, as: format), in: format)
     }
 
     func phoneReports(_ processor: MessageProcessor, _ activity: Activity, in format: PayloadFormat) {
         let state = Audioaccessory_V1_SourceState(SourceReport(activity: activity, headTracking: true))
-        processor.handle(
-            MQTTMessage(
-                topic: "audio/sources/123456789abc/state", payload: codec.encode(state, as: format),
-                properties: MQTTProperties(contentType: format.contentType)))
+        send(processor, "audio/sources/123456789abc/state", codec.encode(state, as: format), in: format)
     }
 
     /// Head-tracking headphones paired and registered by `hub`'s format, connected to the phone.
@@ -133,11 +134,7 @@ import Testing
     @Test func aHubTheBridgeKeepsNothingOfIsNotKept() throws {
         let processor = processor(default: .protobuf)
         let ghost = HubID("ghost")!
-        let message = Audioaccessory_V1_AccessoryTelemetry(.register(.all), sequence: 1, requestID: "r")
-        processor.handle(
-            MQTTMessage(
-                topic: "audio/hubs/ghost/accessories/nobody/telemetry", payload: codec.encode(message, as: .json),
-                properties: MQTTProperties(contentType: PayloadFormat.json.contentType)))
+        telemetry(processor, .register(.all), sequence: 1, in: .json, hub: "ghost", accessory: "nobody")
         let answer = try #require(recorder.take().first { $0.topic.hasSuffix("/result") })
         #expect(answer.properties.contentType == Self.json, "answered in its format all the same")
         #expect(processor.readerFormats.format(of: ghost) == .protobuf, "not kept")

@@ -367,7 +367,9 @@ import TestSupport
         (status, output) = try await accessoryctl("source", "12:34:56:78:9A:BC", "--activity", "media", "--count", "1")
         #expect(status == 0, "\(output)")
         #expect(output.contains("command ROUTE_TO_ACCESSORY 12:34:56:78:9A:BC to buds (SOURCE_ACTIVATED) #"), "\(output)")
-        // Each run spoke for hub-1 without counting in its sequence: no gap for the bridge to ask the hub about.
+        // Each run spoke for hub-1 without counting in its sequence: no gap for the bridge to ask the hub about. (The
+        // bridge counts a rebirth request after the answer to the request that caused it: every run's but this last
+        // one's was counted before the bridge answered the next run, which it handles after.)
         (status, output) = try await accessoryctl("sources", "buds", "12:34:56:78:9A:BC")
         #expect(status == 0 && output.contains("connected buds"), "\(output)")
         #expect(try metrics.expectCounter("accessory_bridge_rebirth_requests_total").totalValue == 0)
