@@ -43,6 +43,8 @@
 #   PERF=1: `perf record -a -g` (cpu-clock, the whole machine: server, broker and loadgen) during each side's flood
 #   (set-up included) in the last round, into PERF_DIR (.build-e2e/perf); the command that reads each is printed.
 #   Profiling costs some throughput, so the figures of that round are a little off.
+#   TRACE=DIR: every paced run's results into DIR/ROUND-SIDE-TRY.txt, a line "SENT_MS LATENCY_MS" each (loadgen's
+#   --trace), to see what a round's tail is made of.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,6 +84,8 @@ steal_max=${STEAL_MAX-2}
 retries=${RETRIES:-3}
 perf=${PERF:-0}
 perf_dir=${PERF_DIR:-.build-e2e/perf}
+trace_dir=${TRACE:-}
+[ -z "$trace_dir" ] || mkdir -p "$trace_dir"
 require_built bench-e2e bench-e2e "$relay_bin" "$loadgen_bin" "$bridge_bin"
 
 . scripts/lib/broker.sh
@@ -128,11 +132,12 @@ stop_server() {
     server=
 }
 
-# load ROOT RATE: one loadgen run (0: flood), its JSON line on stdout; on failure, the server's log and exit.
+# load ROOT RATE [TRACE]: one loadgen run (0: flood), its JSON line on stdout; on failure, the server's log and exit.
 load() {
     if ! "$loadgen_bin" --broker "mqtt://127.0.0.1:$port" --topic-root "$1" --hub load-hub \
         --accessories "$accessories" --rate "$2" --seconds "$duration" --json \
-        --server-pid "$server" --broker-pid "$broker_pid" --client-id "$1-loadgen-$2" --window "$window"; then
+        --server-pid "$server" --broker-pid "$broker_pid" --client-id "$1-loadgen-$2" --window "$window" \
+        ${3:+--trace "$3"}; then
         echo "bench-e2e: loadgen failed against $1; its server's log:" >&2
         cat "$work/$1.log" >&2
         exit 1
@@ -216,7 +221,7 @@ while [ "$round" -le "$rounds" ]; do
             paced_rate=${RATE:-$(json "$flood" ".throughput * $pace / 100 | floor")}
         fi
         ticks=$(machine_ticks)
-        paced=$(load "$root" "$paced_rate")
+        paced=$(load "$root" "$paced_rate" "${trace_dir:+$trace_dir/$round-$side-$try.txt}")
         steal=$(steal_percent "$ticks" "$(machine_ticks)")
         rss=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$server/status")
         stop_server "$side"

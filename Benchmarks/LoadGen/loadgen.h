@@ -50,6 +50,7 @@ struct options {
     double ready_timeout;
     double setup_timeout;
     double window;        /* --window: the length of the windows whose p99s are reported besides the whole run's */
+    const char *trace;    /* --trace: every measured result's send time and latency, one line each, into this file */
     bool json;
     bool own_sources;
     uint8_t source[6];    /* --source: the playing device every accessory lists */
@@ -100,6 +101,8 @@ struct loadgen {
     uint64_t failed;
     char first_failure[256];
     uint64_t *latencies_ns; /* in the order the results arrived */
+    uint64_t *sent_ns;      /* with --trace only: when each of them was published, in the same order */
+    size_t sent_capacity;
     size_t latency_capacity;
     uint64_t last_result_ns;
     uint64_t measure_started_ns;
@@ -141,6 +144,12 @@ int wait_connected(struct loadgen *lg);
 /* libmosquitto's message callback: a result (or the probe's), or something unexpected. */
 void on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_message *msg,
                 const mosquitto_property *properties);
+
+/* ---- report.c ---- */
+
+/* With --trace, writes a comment line with the measured phase's start on CLOCK_MONOTONIC, then each measured result
+ * as "SENT_MS LATENCY_MS" (sent: since the measured phase began), in the order they arrived; before report(), which sorts the latencies. -1 after saying why not. */
+int write_trace(const struct loadgen *lg);
 
 /* ---- send.c ---- */
 

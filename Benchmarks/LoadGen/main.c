@@ -29,7 +29,9 @@
  * --source-root: where the playing devices' topics are when they are not under --topic-root (a cluster's slot's root
  * is R/slots/{slot}, its devices' R). --ready-file PATH: created when the measured phase starts, so that a script
  * running several loadgens can measure one window inside all their phases. --accessory-prefix P: accessory ids are
- * "P-{index}" ("acc-{index}" by default), so that several loadgens can share one bridge.
+ * "P-{index}" ("acc-{index}" by default), so that several loadgens can share one bridge. --trace FILE: every
+ * measured result as a line "SENT_MS LATENCY_MS" (sent: since the measured phase began), in the order they arrived,
+ * to see a tail's shape (a stall: latencies that fall by the time between the reports sent during it).
  * With --server-pid / --broker-pid, the CPU time (utime + stime from /proc/PID/stat) those processes used during the
  * measured phase is reported per result.
  */
@@ -106,6 +108,9 @@ static int run(struct loadgen *lg)
     if (measure(lg, &m) != 0) {
         return 1;
     }
+    if (write_trace(lg) != 0) {
+        return 1;
+    }
     report(lg, &m, setup_s);
     rc = mosquitto_disconnect_v5(lg->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL);
     if (rc != MOSQ_ERR_SUCCESS) {
@@ -141,6 +146,7 @@ int main(int argc, char **argv)
     free(lg.topics);
     free(lg.idle);
     free(lg.latencies_ns);
+    free(lg.sent_ns);
     free(lg.window_first);
     free(lg.opt.host);
     mosquitto_lib_cleanup();

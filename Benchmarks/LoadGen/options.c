@@ -18,7 +18,8 @@ static void usage(FILE *out)
             "               [--setup-timeout S] [--client-id ID] [--json] [--own-sources | --source HEX12]\n"
             "               [--server-pid PID]\n"
             "               [--broker-pid PID] [--source-root R]\n"
-            "               [--ready-file PATH] [--accessory-prefix P] [--window S]\n");
+            "               [--ready-file PATH] [--accessory-prefix P] [--window S]\n"
+            "               [--trace FILE]\n");
 }
 
 static bool parse_long(const char *text, long min, long max, long *out)
@@ -129,6 +130,8 @@ int parse_options(int argc, char **argv, struct options *opt)
             ok = parse_double(value, 0, &opt->settle);
         } else if (strcmp(arg, "--window") == 0) {
             ok = parse_double(value, 0.01, &opt->window);
+        } else if (strcmp(arg, "--trace") == 0) {
+            opt->trace = value;
         } else if (strcmp(arg, "--setup-timeout") == 0) {
             ok = parse_double(value, 1, &opt->setup_timeout);
         } else if (strcmp(arg, "--server-pid") == 0) {

@@ -52,6 +52,29 @@ static void print_number(const char *key, double value, bool last)
     }
 }
 
+int write_trace(const struct loadgen *lg)
+{
+    if (lg->opt.trace == NULL) {
+        return 0;
+    }
+    FILE *out = fopen(lg->opt.trace, "w");
+    if (out == NULL) {
+        perror(lg->opt.trace);
+        return -1;
+    }
+    fprintf(out, "# the measured phase began at %.3f ms on CLOCK_MONOTONIC; then SENT_MS LATENCY_MS per result\n",
+            (double)lg->measure_started_ns / 1e6);
+    for (size_t i = 0; i < lg->results; i++) {
+        int64_t sent = (int64_t)lg->sent_ns[i] - (int64_t)lg->measure_started_ns;
+        fprintf(out, "%.3f %.3f\n", (double)sent / 1e6, (double)lg->latencies_ns[i] / 1e6);
+    }
+    if (fclose(out) != 0) {
+        perror(lg->opt.trace);
+        return -1;
+    }
+    return 0;
+}
+
 /* The p99s of the windows that lie wholly inside the measured phase (--window seconds each, by the results' arrival),
  * ascending in `p99_ms` (room for lg->windows); their count. Sorts each window's latencies in place. */
 static size_t window_p99s(const struct loadgen *lg, const struct measurement *m, double *p99_ms)

@@ -96,8 +96,13 @@ static void on_result(struct loadgen *lg, long index, const Audioaccessory__V1__
     if (accessory->outstanding != 0 && sequence == accessory->outstanding) {
         if (reserve(lg, (void **)&lg->latencies_ns, lg->results, &lg->latency_capacity, sizeof *lg->latencies_ns,
                     65536, "latencies") != 0 ||
-            open_windows(lg, arrived) != 0) {
+            open_windows(lg, arrived) != 0 ||
+            (lg->opt.trace != NULL && reserve(lg, (void **)&lg->sent_ns, lg->results, &lg->sent_capacity,
+                                              sizeof *lg->sent_ns, 65536, "the trace") != 0)) {
             return;
+        }
+        if (lg->opt.trace != NULL) {
+            lg->sent_ns[lg->results] = accessory->sent_at_ns;
         }
         lg->latencies_ns[lg->results++] = arrived - accessory->sent_at_ns;
         lg->last_result_ns = arrived;
