@@ -343,6 +343,33 @@ struct PublishingSessionTests {
         }
     }
 
+    /// With its send window full and a message waiting for room in it, a publishing session's acknowledgements still
+    /// wait for the next turn rather than wake the loop one by one: the next packet's turn reads them, and what waits
+    /// leaves, in order. (Woken by each, a loop that fell behind fell further: docs/performance-history.md,
+    /// "Acknowledgements in the next turn".)
+    @Test func acknowledgementsWaitForTheNextTurnWithTheWindowFull() async throws {
+        try await withFanoutOnTwoBrokers("full", configure: {
+            $0.maximumInflightMessages = 4
+            $0.acknowledgementDelay = .seconds(600)
+            $0.idleTurn = .seconds(600)
+        }) { inbound, outbound, fanout in
+            let observer = try TestClient(outbound)
+            try await observer.connect()
+            try await observer.subscribe("out/#")
+            try await inbound.publish(topic: "in/0", message: "0", qos: 1)
+            // Four of its five publications leave and are acknowledged; nothing reads that yet, so the fifth waits.
+            _ = try await observer.inbox.waitForMessages(count: 4, on: nil)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(observer.inbox.messages.count == 4)
+            #expect(fanout.client?.pendingMessages == 1)
+
+            try await inbound.publish(topic: "in/1", message: "1", qos: 1)
+            _ = try await observer.inbox.waitForMessages(count: 1, on: "out/0/4")
+            let first = observer.inbox.messages.prefix(5).map(\.topic)
+            #expect(first == (0..<5).map { "out/0/\($0)" }, "\(first)")
+        }
+    }
+
     @Test func thePublishingConnectionComesBackAloneAndTheReceivingOneStays() async throws {
         try await withEchoOnOneBroker("alone") { broker, clientID, _, echo, observer in
             let offset = broker.logLength

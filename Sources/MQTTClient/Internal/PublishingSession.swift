@@ -130,28 +130,33 @@ final class PublishingLink {
     func interest(at now: ContinuousClock.Instant) -> (socket: Poller.Interest?, due: ContinuousClock.Instant?) {
         let socket = mosquitto_socket(pointer)
         guard !isOver, connecting, socket >= 0 else { return (nil, nil) }
-        let (mayWait, inFlight) = acknowledgementsMayWait
+        let waiting = acknowledgementsMayWait
         let interest = Poller.Interest(
-            descriptor: socket, read: !mayWait, write: core.wantsToWrite, connection: core.loop.connections)
+            descriptor: socket, read: waiting == nil, write: core.wantsToWrite, connection: core.loop.connections)
         // What its reader holds is read at the start of the next turn (``readWhatArrived()``): that turn is due now.
         if core.holdsBytes { return (interest, now) }
-        return (interest, mayWait && inFlight ? now + core.configuration.acknowledgementDelay : nil)
+        guard let waiting, waiting.inFlight else { return (interest, nil) }
+        let delay = core.configuration.acknowledgementDelay
+        return (interest, now + (waiting.messagesWait ? delay / Self.delayDivisorWhileMessagesWait : delay))
     }
 
+    /// How much sooner than ``MQTTConfiguration/acknowledgementDelay`` acknowledgements are read while messages wait
+    /// for room in the send window: the turn that reads them writes what they made room for.
+    static let delayDivisorWhileMessagesWait = 5
+
     /// Whether what the broker sends this session (acknowledgements, mostly) may wait for the receiving session's next
-    /// turn rather than wake the loop, and whether anything is in flight. They may while the connection is up and
-    /// running, with less than half the send window in flight and nothing waiting for room in it: a report's
-    /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and
-    /// at the latest ``MQTTConfiguration/acknowledgementDelay`` after the last turn. Connecting, draining, stopping,
-    /// and a window half full read at once; a socket the broker closed, or that failed, wakes the loop whatever it
-    /// waits for. (What it is worth: docs/performance-history.md, "Acknowledgements in the next turn".)
-    private var acknowledgementsMayWait: (Bool, inFlight: Bool) {
+    /// turn rather than wake the loop (`nil`: it may not), and if so, whether anything is in flight and whether
+    /// messages wait for room in the send window. They may whenever the connection is up and running: a report's
+    /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and at
+    /// the latest ``MQTTConfiguration/acknowledgementDelay`` after the last turn (a fifth of it while messages wait
+    /// for room). Connecting, draining and stopping read at once; a socket the broker closed, or that failed, wakes
+    /// the loop whatever it waits for. Read at once whenever the window was half full, as they were until 2026-12-01,
+    /// a loop that fell behind took a wake-up, a read and a write for each, and fell further behind. (What it is
+    /// worth: docs/performance-history.md, "Acknowledgements in the next turn".)
+    private var acknowledgementsMayWait: (inFlight: Bool, messagesWait: Bool)? {
         let machine = core.loop.machine
-        guard !stopping, machine.isConnected, !machine.draining, !machine.stopRequested else { return (false, false) }
-        let window = core.configuration.maximumInflightMessages
-        return core.state.withLock {
-            ($0.pending.isEmpty && $0.unacknowledged.count < window / 2, !$0.unacknowledged.isEmpty)
-        }
+        guard !stopping, machine.isConnected, !machine.draining, !machine.stopRequested else { return nil }
+        return core.state.withLock { (!$0.unacknowledged.isEmpty, !$0.pending.isEmpty) }
     }
 
     /// At the start of the receiving session's turn, before it writes anything: what the broker sent this connection
