@@ -148,7 +148,8 @@ void on_message(struct mosquitto *mosq, void *userdata, const struct mosquitto_m
 /* ---- report.c ---- */
 
 /* With --trace, writes a comment line with the measured phase's start on CLOCK_MONOTONIC, then each measured result
- * as "SENT_MS LATENCY_MS" (sent: since the measured phase began), in the order they arrived; before report(), which sorts the latencies. -1 after saying why not. */
+ * as "SENT_MS LATENCY_MS" (sent: since the measured phase began), in the order they arrived. Called before report(),
+ * which sorts the latencies. -1 after saying why not. */
 int write_trace(const struct loadgen *lg);
 
 /* ---- send.c ---- */

@@ -344,28 +344,29 @@ struct PublishingSessionTests {
     }
 
     /// With its send window full and a message waiting for room in it, a publishing session's acknowledgements still
-    /// wait for the next turn rather than wake the loop one by one: the next packet's turn reads them, and what waits
-    /// leaves, in order. (Woken by each, a loop that fell behind fell further: docs/performance-history.md,
-    /// "Acknowledgements in the next turn".)
-    @Test func acknowledgementsWaitForTheNextTurnWithTheWindowFull() async throws {
+    /// wait for a turn rather than wake the loop one by one: the turn due a fifth of ``acknowledgementDelay`` after
+    /// the last reads them, and writes what waited, in order. (Woken by each, a loop that fell behind fell further:
+    /// docs/performance-history.md, "Acknowledgements in the next turn".)
+    @Test func acknowledgementsWaitForATurnWithTheWindowFull() async throws {
+        let delay = Duration.seconds(5)
+        let sooner = delay / PublishingLink.delayDivisorWhileMessagesWait
         try await withFanoutOnTwoBrokers("full", configure: {
             $0.maximumInflightMessages = 4
-            $0.acknowledgementDelay = .seconds(600)
+            $0.acknowledgementDelay = delay
             $0.idleTurn = .seconds(600)
         }) { inbound, outbound, fanout in
             let observer = try TestClient(outbound)
             try await observer.connect()
             try await observer.subscribe("out/#")
+            // One message, five publications: four fill the window and are acknowledged at once; the fifth waits for
+            // the turn that reads that, which nothing else brings on (the receiving session's own acknowledgement
+            // waits the whole delay).
+            let published = ContinuousClock.now
             try await inbound.publish(topic: "in/0", message: "0", qos: 1)
-            // Four of its five publications leave and are acknowledged; nothing reads that yet, so the fifth waits.
-            _ = try await observer.inbox.waitForMessages(count: 4, on: nil)
-            try await Task.sleep(for: .milliseconds(500))
-            #expect(observer.inbox.messages.count == 4)
-            #expect(fanout.client?.pendingMessages == 1)
-
-            try await inbound.publish(topic: "in/1", message: "1", qos: 1)
-            _ = try await observer.inbox.waitForMessages(count: 1, on: "out/0/4")
-            let first = observer.inbox.messages.prefix(5).map(\.topic)
+            _ = try await observer.inbox.waitForMessages(count: 1, on: "out/0/4", timeout: delay - .seconds(1))
+            let waited = ContinuousClock.now - published
+            #expect(waited >= sooner, "the fifth publication left \(waited) after the message, before its turn was due")
+            let first = observer.inbox.messages.map(\.topic)
             #expect(first == (0..<5).map { "out/0/\($0)" }, "\(first)")
         }
     }
