@@ -25,8 +25,9 @@
 # Usage: make bench-e2e [ROUNDS=3] [DURATION=10] [ACCESSORIES=1000] [PACE=50 | RATE=N] [WINDOW=1] [PERF=1]
 #   (builds the C programs and a release bridge into .build-e2e first), or this script with RELAY, LOADGEN and
 #   BRIDGE naming the binaries (defaults: .build-e2e/relay, .build-e2e/loadgen, .build-e2e/release/accessory-bridge).
-#   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 100"). Unless BRIDGE_ARGS has
-#   --no-home-automation, the relay publishes the bridge's home-automation views and events too (--home-automation).
+#   RELAY_ARGS, BRIDGE_ARGS: more options for either (e.g. RELAY_ARGS="--send-maximum 8192", the relay's default window
+#   until 2026-12-01; now 100, the bridge's). Unless BRIDGE_ARGS has --no-home-automation, the relay publishes the
+#   bridge's home-automation views and events too (--home-automation).
 #   RATE: the paced runs at RATE reports/s rather than at PACE% of that round's relay flood. The relay's flood moves by
 #   10% from round to round, and near the bridge's knee its p99 follows the absolute rate more than anything else
 #   (2026-11-28, home automation on: mostly 6-13 ms up to 3,420 reports/s, 20-61 ms from 3,490): RATE compares two
@@ -45,6 +46,8 @@
 #   Profiling costs some throughput, so the figures of that round are a little off.
 #   TRACE=DIR: every paced run's results into DIR/ROUND-SIDE-TRY.txt, a line "SENT_MS LATENCY_MS" each (loadgen's
 #   --trace), to see what a round's tail is made of.
+#   SIDES=relay (or bridge): one side only, to see how a side's own figures repeat from run to run; no ratios. The
+#   bridge alone needs RATE or CALIBRATE (which floods the relay) for its pace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,6 +74,21 @@ if ! [[ $pace =~ ^[0-9]+$ ]] || [ "$pace" -lt 1 ] || [ "$pace" -gt 100 ]; then
     echo "bench-e2e: PACE=$pace: a whole percentage, 1 to 100" >&2
     exit 2
 fi
+read -ra sides <<<"${SIDES:-relay bridge}"
+case "${sides[*]}" in
+relay | bridge | "relay bridge") ;;
+*)
+    echo "bench-e2e: SIDES=${SIDES:-}: relay, bridge, or both (\"relay bridge\")" >&2
+    exit 2
+    ;;
+esac
+if [ "${sides[*]}" = bridge ] && [ -z "${RATE:-}" ] && [ "$calibrate" = 0 ]; then
+    echo "bench-e2e: SIDES=bridge: its pace needs RATE or CALIBRATE (the relay's flood is not measured)" >&2
+    exit 2
+fi
+both_sides=; [ "${#sides[@]}" = 1 ] || both_sides=1
+in_turn=${sides[*]}
+in_turn=${in_turn// / then }
 accessories=${ACCESSORIES:-1000}
 relay_bin=${RELAY:-.build-e2e/relay}
 loadgen_bin=${LOADGEN:-.build-e2e/loadgen}
@@ -154,7 +172,8 @@ printf '%s\t' round side throughput cpu_us broker_us flood_p50 flood_p99 rate p5
 printf '%s\t' rss_mb paced_cpu_us paced_broker_us >>"$results"
 printf '%s\t' paced_steal >>"$results"
 echo window_p99 >>"$results"
-echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1}); $rounds rounds of relay then bridge;" \
+echo "bench-e2e: mosquitto on 127.0.0.1:$port (set_tcp_nodelay ${NODELAY:-1});" \
+    "$rounds rounds of $in_turn;" \
     "$accessories accessories; flood ${duration} s, then ${duration} s at" \
     "$paced_at;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -168,7 +187,7 @@ printf '%-5s %-6s %10s %8s %9s %9s %9s %8s %8s %8s %5s %4s %4s %7s %10s %9s %6s 
     'results/s' 'cpu_us' 'broker_us' 'flood_p50' 'flood_p99' 'rate' 'p50_ms' 'p99_ms' lost dup fail 'rss_MB' \
     'paced_cpu' 'paced_brk' 'steal%' 'win_p99'
 
-paced_rate=
+paced_rate=${RATE:-}
 if [ "$calibrate" != 0 ]; then
     calibration=()
     i=1
@@ -202,7 +221,7 @@ try=0
 while [ "$round" -le "$rounds" ]; do
     rows=()
     disturbed=
-    for side in relay bridge; do
+    for side in "${sides[@]}"; do
         root=e2e$round${side:0:1}$try
         start_server "$side" "$root"
         profile=
@@ -217,8 +236,8 @@ while [ "$round" -le "$rounds" ]; do
         if [ -n "$profile" ]; then
             kill -INT "$recorder" && wait "$recorder" || true
         fi
-        if [ "$side" = relay ] && [ "$calibrate" = 0 ]; then
-            paced_rate=${RATE:-$(json "$flood" ".throughput * $pace / 100 | floor")}
+        if [ "$side" = relay ] && [ "$calibrate" = 0 ] && [ -z "${RATE:-}" ]; then
+            paced_rate=$(json "$flood" ".throughput * $pace / 100 | floor")
         fi
         ticks=$(machine_ticks)
         paced=$(load "$root" "$paced_rate" "${trace_dir:+$trace_dir/$round-$side-$try.txt}")
@@ -256,38 +275,43 @@ median() {
     awk -F'\t' -v side="$1" -v column="$2" 'NR > 1 && $2 == side { print $column }' "$results" | middle
 }
 
-echo
-echo "bench-e2e: per round, bridge/relay"
-awk -F'\t' -v at="$at" 'NR > 1 {
-        r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; r[$1, $2, "s"] = $17
-        r[$1, $2, "w"] = $18; n = $1 }
-    END { for (i = 1; i <= n; i++)
-        printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %s %.2f (windows %.2f)  cpu/report at %s %.2f" \
-            "  (steal %s%%, %s%%)\n", i,
-            r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
-            at, r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "w"] / r[i, "relay", "w"],
-            at, r[i, "bridge", "q"] / r[i, "relay", "q"], r[i, "relay", "s"], r[i, "bridge", "s"] }' "$results"
-# The median of the rounds' own ratios: a round's two sides run one after the other, within two minutes, while a run
-# takes five, so a machine that drifts during a run (this one does, by more than the targets' margins) moves the two
-# sides of a round alike, and the two columns of medians below less alike.
-ratio_median() { # COLUMN
-    awk -F'\t' -v column="$1" 'NR > 1 { v[$1, $2] = $column; n = $1 }
-        END { for (i = 1; i <= n; i++) if (v[i, "relay"] > 0) print v[i, "bridge"] / v[i, "relay"] }' "$results" |
-        middle | xargs printf '%.3f'
-}
-printf "median of the rounds: throughput %s  cpu/report %s  p99 at %s %s (windows %s)  cpu/report at %s %s" \
-    "$(ratio_median 3)" "$(ratio_median 4)" "$at" "$(ratio_median 10)" "$(ratio_median 18)" "$at" "$(ratio_median 15)"
-echo
+if [ -n "$both_sides" ]; then
+    echo
+    echo "bench-e2e: per round, bridge/relay"
+    awk -F'\t' -v at="$at" 'NR > 1 {
+            r[$1, $2, "t"] = $3; r[$1, $2, "c"] = $4; r[$1, $2, "p"] = $10; r[$1, $2, "q"] = $15; r[$1, $2, "s"] = $17
+            r[$1, $2, "w"] = $18; n = $1 }
+        END { for (i = 1; i <= n; i++)
+            printf "round %d: throughput %.3f  cpu/report %.2f  p99 at %s %.2f (windows %.2f)  cpu/report at %s %.2f" \
+                "  (steal %s%%, %s%%)\n", i,
+                r[i, "bridge", "t"] / r[i, "relay", "t"], r[i, "bridge", "c"] / r[i, "relay", "c"],
+                at, r[i, "bridge", "p"] / r[i, "relay", "p"], r[i, "bridge", "w"] / r[i, "relay", "w"],
+                at, r[i, "bridge", "q"] / r[i, "relay", "q"], r[i, "relay", "s"], r[i, "bridge", "s"] }' "$results"
+    # The median of the rounds' own ratios: a round's two sides run one after the other, within two minutes, while a run
+    # takes five, so a machine that drifts during a run (this one does, by more than the targets' margins) moves the two
+    # sides of a round alike, and the two columns of medians below less alike.
+    ratio_median() { # COLUMN
+        awk -F'\t' -v column="$1" 'NR > 1 { v[$1, $2] = $column; n = $1 }
+            END { for (i = 1; i <= n; i++) if (v[i, "relay"] > 0) print v[i, "bridge"] / v[i, "relay"] }' "$results" |
+            middle | xargs printf '%.3f'
+    }
+    printf "median of the rounds: throughput %s  cpu/report %s  p99 at %s %s (windows %s)  cpu/report at %s %s" \
+        "$(ratio_median 3)" "$(ratio_median 4)" "$at" "$(ratio_median 10)" "$(ratio_median 18)" \
+        "$at" "$(ratio_median 15)"
+    echo
+fi
 
 echo
 echo "bench-e2e: medians over $rounds rounds (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%-30s %12s %12s %12s\n' '' relay bridge bridge/relay
 row() { # LABEL COLUMN FORMAT
     local relay bridge
-    relay=$(median relay "$2")
-    bridge=$(median bridge "$2")
-    printf "%-30s %12$3 %12$3 %12s\n" "$1" "$relay" "$bridge" \
-        "$(awk -v a="$bridge" -v b="$relay" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')"
+    local relay=- bridge=- ratio=-
+    [[ " ${sides[*]} " != *" relay "* ]] || relay=$(median relay "$2" | xargs printf "%$3")
+    [[ " ${sides[*]} " != *" bridge "* ]] || bridge=$(median bridge "$2" | xargs printf "%$3")
+    [ -z "$both_sides" ] ||
+        ratio=$(awk -v a="$bridge" -v b="$relay" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')
+    printf "%-30s %12s %12s %12s\n" "$1" "$relay" "$bridge" "$ratio"
 }
 row 'max throughput (results/s)' 3 .0f
 row 'CPU per report (us)' 4 .2f

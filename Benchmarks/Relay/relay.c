@@ -11,14 +11,14 @@
  * With --home-automation, also what the bridge publishes for home automation, as JSON (application/json) of the
  * bridge's shape and size: the accessory's view, retained, on R/accessories/{accessory}/view, and the command's event
  * on R/accessories/{accessory}/events. No model, no routing, no validation: every message succeeds. The MQTT session
- * is the bridge's: MQTT 5, clean start off with a session expiry, TCP_NODELAY, a send window of 8,192
- * (--send-maximum) and a receive maximum of 100.
+ * is the bridge's: MQTT 5, clean start off with a session expiry, TCP_NODELAY, a send window of 100 (--send-maximum;
+ * the bridge's MQTTConfiguration.maximumInflightMessages) and a receive maximum of 100.
  *
  * libmosquitto's own thread runs the network loop (mosquitto_loop_start) and the callback publishes from it, as the
  * bridge does; the main thread waits for SIGINT or SIGTERM, then disconnects.
  *
  * Usage: relay [--broker mqtt://127.0.0.1:1883] [--topic-root audio] [--client-id relay]
- *              [--send-maximum 8192] [--session-expiry 86400] [--home-automation]
+ *              [--send-maximum 100] [--session-expiry 86400] [--home-automation]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -104,7 +104,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 {
     *opt = (struct options){
         .broker = "mqtt://127.0.0.1:1883", .topic_root = "audio", .client_id = "relay",
-        .send_maximum = 8192, .receive_maximum = 100, .keepalive = 30, .session_expiry = 86400,
+        .send_maximum = 100, .receive_maximum = 100, .keepalive = 30, .session_expiry = 86400,
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
