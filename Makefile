@@ -133,6 +133,15 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	$(SWIFT) build -c release --product accessory-bridge --scratch-path .build-e2e
 	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) CALIBRATE=$(CALIBRATE) scripts/bench-e2e.sh
 
+## bench-tail: the tail at 65% of the relay's max, as issue 38 measures it: bench-e2e paced at PACE (65)% of CALIBRATE
+## (3) relay floods' median, over ROUNDS (10) rounds; about 10 minutes. Ten rounds is what made the relay's own p99
+## repeat within ±25% from run to run here (docs/performance-history.md, 2026-12-01, twenty-fifth session). Home
+## automation off: `make bench-tail BRIDGE_ARGS=--no-home-automation`.
+.PHONY: bench-tail
+bench-tail:
+	$(MAKE) bench-e2e PACE=$(or $(PACE),65) CALIBRATE=$(or $(CALIBRATE),3) \
+	    ROUNDS=$(if $(filter command line,$(origin ROUNDS)),$(ROUNDS),10)
+
 .build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
