@@ -142,6 +142,17 @@ bench-tail:
 	$(MAKE) bench-e2e PACE=$(or $(PACE),65) CALIBRATE=$(or $(CALIBRATE),3) \
 	    ROUNDS=$(if $(filter command line,$(origin ROUNDS)),$(ROUNDS),10)
 
+## bench-stalls: how often this machine runs a fixed piece of work far slower than it should while it reports no steal
+## (Benchmarks/Stalls): a piece every 10 ms for DURATION (10) seconds; the share of pieces slower than 4x the median,
+## and the bursts they come in. Run it before trusting a tail: on 2026-12-01 every tail at 65% began with such a burst.
+.PHONY: bench-stalls
+bench-stalls: .build-e2e/stalls
+	.build-e2e/stalls --seconds $(DURATION)
+
+.build-e2e/stalls: Benchmarks/Stalls/stalls.c
+	@mkdir -p $(@D)
+	$(E2E_CC) $(E2E_CFLAGS) -o $@ $<
+
 .build-e2e/relay: Benchmarks/Relay/relay.c $(E2E_URL) $(E2E_WIRE) | deps
 	@mkdir -p $(@D)
 	$(E2E_CBUILD)
