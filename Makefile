@@ -134,11 +134,13 @@ bench-e2e: deps .build-e2e/relay .build-e2e/loadgen
 	ROUNDS=$(ROUNDS) DURATION=$(DURATION) ACCESSORIES=$(ACCESSORIES) PERF=$(PERF) CALIBRATE=$(CALIBRATE) scripts/bench-e2e.sh
 
 ## bench-tail: the tail at 65% of the relay's max, as issue 38 measures it: bench-e2e paced at PACE (65)% of CALIBRATE
-## (3) relay floods' median, over ROUNDS (10) rounds; about 10 minutes. Ten rounds is what made the relay's own p99
-## repeat within ±25% from run to run here (docs/performance-history.md, 2026-12-01, twenty-fifth session). Home
-## automation off: `make bench-tail BRIDGE_ARGS=--no-home-automation`.
+## (3) relay floods' median, over ROUNDS (10) rounds; about 10 minutes. With ten, the relay's own p99 repeated within
+## ±25% over five runs on 2026-12-01 (three would have done; on 2026-11-29 ten did not: docs/performance-history.md,
+## twenty-fifth session). Home automation off: `make bench-tail BRIDGE_ARGS=--no-home-automation`. First, 10 s of bench-stalls: what the host's
+## bursts were like (on this VM they set the p99 on both sides).
 .PHONY: bench-tail
-bench-tail:
+bench-tail: .build-e2e/stalls
+	.build-e2e/stalls --seconds 10
 	$(MAKE) bench-e2e PACE=$(or $(PACE),65) CALIBRATE=$(or $(CALIBRATE),3) \
 	    ROUNDS=$(if $(filter command line,$(origin ROUNDS)),$(ROUNDS),10)
 
@@ -149,7 +151,7 @@ bench-tail:
 bench-stalls: .build-e2e/stalls
 	.build-e2e/stalls --seconds $(DURATION)
 
-.build-e2e/stalls: Benchmarks/Stalls/stalls.c
+.build-e2e/stalls: Benchmarks/Stalls/stalls.c | deps
 	@mkdir -p $(@D)
 	$(E2E_CC) $(E2E_CFLAGS) -o $@ $<
 
