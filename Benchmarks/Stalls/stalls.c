@@ -105,7 +105,8 @@ static bool machine_ticks(unsigned long long *steal, unsigned long long *total)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: stalls [--seconds 10] [--work-us 100] [--interval-ms 10] [--slow 4] [--trace FILE] [--json]\n");
+    fprintf(out, "usage: stalls [--seconds 10] [--work-us 100] [--interval-ms 10] [--slow 4] [--trace FILE]"
+                 " [--json]\n");
 }
 
 static bool parse_double(const char *text, double min, double max, double *out)

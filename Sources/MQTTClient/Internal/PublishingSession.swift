@@ -149,8 +149,8 @@ final class PublishingLink {
     /// messages wait for room in the send window. They may whenever the connection is up and running: a report's
     /// acknowledgements then cost no turn of their own, they are read at the start of the next message's turn, and at
     /// the latest ``MQTTConfiguration/acknowledgementDelay`` after the last turn (``delayDivisorWhileMessagesWait``
-    /// times sooner while messages wait for room). Connecting, draining and stopping read at once; a socket the broker closed, or that failed, wakes
-    /// the loop whatever it waits for. Read at once whenever the window was half full, as they were until 2026-12-01,
+    /// times sooner while messages wait for room). Connecting, draining and stopping read at once; a socket the broker
+    /// closed, or that failed, wakes the loop whatever it waits for. Read at once whenever the window was half full, as they were until 2026-12-01,
     /// a loop that fell behind took a wake-up, a read and a write for each, and fell further behind. (What it is
     /// worth: docs/performance-history.md, "Acknowledgements in the next turn".)
     private var acknowledgementsMayWait: (inFlight: Bool, messagesWait: Bool)? {
